@@ -1,0 +1,83 @@
+"""Workload manifests (Pod, Deployment, ReplicaSet, StatefulSet, Job) reduced to what scheduling needs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import meta as m
+from .errors import ValidationError
+from .pods import PodSpec, parse_pod_spec
+
+# Annotations (on the workload or its pod template) our scheduler reads.
+DURATION_ANNOTATION = "tenancy.jupyter.org/duration"  # simulated run time of a pod
+PREEMPTIBLE_ANNOTATION = "tenancy.jupyter.org/preemptible"  # "false": admitted only within min
+
+POD_KINDS = {"Pod": "v1", "Deployment": "apps/v1", "ReplicaSet": "apps/v1", "StatefulSet": "apps/v1", "Job": "batch/v1"}
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    kind: str
+    namespace: str
+    name: str
+    template: PodSpec
+    pods: int = 1  # replicas, or a Job's parallelism
+    completions: int | None = None  # Jobs: successful pods needed
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    duration_seconds: float | None = None
+    preemptible: bool = True
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.kind, self.namespace, self.name)
+
+    @property
+    def owned(self) -> bool:
+        """Whether a controller recreates its evicted pods (everything but a bare Pod)."""
+        return self.kind != "Pod"
+
+
+def parse_workload(obj) -> WorkloadSpec:
+    obj = m.mapping(obj, "workload")
+    kind = obj.get("kind")
+    if kind not in POD_KINDS:
+        raise ValidationError(f"unsupported workload kind {kind!r} (known: {', '.join(POD_KINDS)})")
+    meta = m.metadata(obj, kind, namespaced=True)
+    where = f"{kind} {meta.namespace}/{meta.name}"
+    if kind == "Pod":
+        template_meta, spec, pods, completions = meta, obj.get("spec"), 1, None
+    else:
+        body = m.mapping(obj.get("spec"), f"{where}: spec")
+        template = m.mapping(body.get("template"), f"{where}: spec.template")
+        tmeta = m.mapping(template.get("metadata"), f"{where}: spec.template.metadata", optional=True)
+        template_meta = m.Meta(
+            meta.name,
+            meta.namespace,
+            m.string_map(tmeta.get("labels"), f"{where}: spec.template.metadata.labels"),
+            m.string_map(tmeta.get("annotations"), f"{where}: spec.template.metadata.annotations"),
+        )
+        spec = template.get("spec")
+        if kind == "Job":
+            pods = m.integer(body.get("parallelism", 1), f"{where}: spec.parallelism")
+            completions = body.get("completions")
+            completions = pods if completions is None else m.integer(completions, f"{where}: spec.completions")
+        else:
+            pods, completions = m.integer(body.get("replicas", 1), f"{where}: spec.replicas"), None
+    annotations = {**template_meta.annotations, **meta.annotations}
+    duration = annotations.get(DURATION_ANNOTATION)
+    preemptible = annotations.get(PREEMPTIBLE_ANNOTATION, "true")
+    if preemptible not in ("true", "false"):
+        raise ValidationError(f"{where}: annotation {PREEMPTIBLE_ANNOTATION} must be \"true\" or \"false\", got {preemptible!r}")
+    return WorkloadSpec(
+        kind=kind,
+        namespace=meta.namespace,
+        name=meta.name,
+        template=parse_pod_spec(spec, where),
+        pods=pods,
+        completions=completions,
+        labels={**template_meta.labels, **meta.labels},
+        annotations=annotations,
+        duration_seconds=None if duration is None else m.duration(duration, f"{where}: annotation {DURATION_ANNOTATION}"),
+        preemptible=preemptible == "true",
+    )

@@ -1,0 +1,104 @@
+"""Cluster nodes and a fit index: which node has room for a request, in O(log n) for the usual case.
+
+Each resource keeps a sorted list of ``(free, node)``. A lookup bisects the
+list of the request's dominant resource to the first node with enough of it
+and walks forward until every resource fits: a best fit on the dominant
+resource, so pods pack (like kube-scheduler's MostAllocated scoring).
+Nominated pods are charged to their node at once, so a node's ``free`` may be
+negative while its victims terminate; nobody else can take that room.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sortedcontainers import SortedList
+
+from ..quota.quantity import ResourceList
+
+
+@dataclass(eq=False)
+class Node:
+    name: str
+    allocatable: ResourceList
+    labels: dict[str, str] = field(default_factory=dict)
+    free: ResourceList = field(default_factory=dict)
+    max_pods: int | None = None
+    pods: int = 0
+
+    def fits(self, request: ResourceList, selector: dict | None = None, extra: ResourceList | None = None) -> bool:
+        if self.max_pods is not None and self.pods >= self.max_pods:
+            return False
+        if selector and any(self.labels.get(k) != v for k, v in selector.items()):
+            return False
+        free = self.free
+        for res, amount in request.items():
+            have = free.get(res, 0) + (extra.get(res, 0) if extra else 0)
+            if amount > have:
+                return False
+        return True
+
+
+class Cluster:
+    def __init__(self):
+        self.nodes: dict[str, Node] = {}
+        self.capacity: ResourceList = {}
+        self.free_total: ResourceList = {}
+        self._index: dict[str, SortedList] = {}
+
+    # -- membership ---------------------------------------------------------
+    def add_node(self, name: str, allocatable: ResourceList, labels=None) -> Node:
+        allocatable = dict(allocatable)
+        pods = allocatable.pop("pods", None)
+        node = Node(name, allocatable, dict(labels or {}), dict(allocatable), None if pods is None else pods // 1000)
+        self.nodes[name] = node
+        for res, amount in allocatable.items():
+            self.capacity[res] = self.capacity.get(res, 0) + amount
+            self.free_total[res] = self.free_total.get(res, 0) + amount
+            self._index.setdefault(res, SortedList()).add((amount, name))
+        return node
+
+    def remove_node(self, name: str) -> None:
+        node = self.nodes.pop(name)
+        for res, amount in node.allocatable.items():
+            self.capacity[res] -= amount
+            self.free_total[res] -= node.free[res]
+            self._index[res].remove((node.free[res], name))
+
+    # -- accounting ---------------------------------------------------------
+    def charge(self, node: Node, request: ResourceList, sign: int = 1) -> None:
+        """Take (sign=1) or give back (sign=-1) ``request`` on ``node``."""
+        node.pods += sign
+        free, index, total = node.free, self._index, self.free_total
+        for res, amount in request.items():
+            if res not in node.allocatable or not amount:
+                continue
+            lst = index[res]
+            lst.remove((free[res], node.name))
+            free[res] -= sign * amount
+            total[res] -= sign * amount
+            lst.add((free[res], node.name))
+
+    # -- lookup -------------------------------------------------------------
+    def find_fit(self, request: ResourceList, selector: dict | None = None) -> Node | None:
+        """A node with room for ``request`` (best fit on its dominant resource), or None."""
+        wanted = {r: a for r, a in request.items() if a > 0}
+        if not wanted:
+            return next((n for n in self.nodes.values() if n.fits(wanted, selector)), None)
+        key = max(wanted, key=lambda r: wanted[r] / max(self.capacity.get(r, 0), 1))
+        lst = self._index.get(key)
+        if lst is None:
+            return None
+        nodes = self.nodes
+        for _, name in lst.islice(lst.bisect_left((wanted[key], "")), None):
+            node = nodes[name]
+            if node.fits(wanted, selector):
+                return node
+        return None
+
+    def largest_free(self, resource: str) -> int:
+        lst = self._index.get(resource)
+        return lst[-1][0] if lst else 0
+
+    def total_free(self, resource: str) -> int:
+        return self.free_total.get(resource, 0)

@@ -1,0 +1,332 @@
+"""The scheduler engine: state in, decisions out. Pure and synchronous; time is a parameter.
+
+Drivers (the simulator, the local and Kubernetes backends, the service) tell
+the engine what happened (a pod submitted, a victim gone, a pod finished) and
+call ``schedule(now)`` for decisions: pods to start, pods to evict. Every
+driver runs this same code, so a decision seen in ``tenancy simulate`` is the
+decision a cluster gets.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from sortedcontainers import SortedKeyList
+
+from ..quota.limitrange import LimitRange
+from ..quota.pods import PodSpec
+from ..quota.priorityclass import PriorityClass, PriorityClasses
+from ..quota.quantity import ResourceList, add_into, describe, format_milli
+from ..quota.resourcequota import ResourceQuota, usage_of
+from ..quota.tree import ElasticQuotaTree
+from .cluster import Cluster
+from .model import (
+    CLUSTER_CAPACITY, PREEMPTED, QUOTA_MAX, QUOTA_MIN, RECLAIMED, WAITING_FOR_EVICTION, Phase, Pod, Reason,
+)
+from .preemption import find_victims
+from .quota_state import QuotaState
+from .submission import Refused, apply_limits, charge_quotas, resolve_priority
+
+
+@dataclass
+class Eviction:
+    victim: Pod
+    preemptor: Pod
+    deadline: float
+
+    def to_dict(self) -> dict:
+        return {
+            "namespace": self.victim.namespace,
+            "name": self.victim.name,
+            "owner": self.victim.owner_ref,
+            "reason": self.victim.reason.code,
+            "message": self.victim.reason.message,
+            "preemptor": f"{self.preemptor.namespace}/{self.preemptor.name}",
+        }
+
+
+@dataclass
+class Decisions:
+    admitted: list[Pod] = field(default_factory=list)  # started now
+    nominated: list[Pod] = field(default_factory=list)  # will start when their victims are gone
+    evictions: list[Eviction] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.admitted or self.nominated or self.evictions)
+
+
+class Engine:
+    """One cluster's scheduling state: nodes, quota tree, namespaces' quotas and limits, pods."""
+
+    def __init__(self, tree: ElasticQuotaTree | None = None, classes: PriorityClasses | None = None):
+        self.cluster = Cluster()
+        self.quota = QuotaState(tree)
+        self.classes = classes or PriorityClasses()
+        self.resource_quotas: dict[str, dict[str, ResourceQuota]] = {}
+        self.limit_ranges: dict[str, dict[str, LimitRange]] = {}
+        self.rq_used: dict[tuple[str, str], ResourceList] = {}
+        self.pods: dict[int, Pod] = {}
+        self.pending = SortedKeyList(key=Pod.sort_key)
+        self.grace_overrides: dict[str, float] = {}  # PriorityClass name -> grace seconds
+        self._uids = itertools.count(1)
+
+    # -- configuration ------------------------------------------------------
+    def add_node(self, name: str, allocatable: ResourceList, labels=None) -> None:
+        if name in self.cluster.nodes:
+            raise ValueError(f"node {name} already exists")
+        self.cluster.add_node(name, allocatable, labels)
+        self.quota.rescale(self.cluster.capacity)
+
+    def set_tree(self, tree: ElasticQuotaTree | None) -> None:
+        """Replace the quota tree; usage is recounted from the pods."""
+        self.quota = QuotaState(tree)
+        for pod in self.pods.values():
+            pod.leaf = self.quota.leaf_for(pod.namespace)
+            if pod.phase is Phase.RUNNING or pod.nominated:
+                self.quota.charge(pod)
+            if pod.phase is Phase.RUNNING:
+                self.quota.index_victim(pod)
+        self.quota.rescale(self.cluster.capacity)
+
+    def apply_priority_class(self, pc: PriorityClass) -> None:
+        self.classes.apply(pc)
+
+    def apply_resource_quota(self, rq: ResourceQuota) -> None:
+        self.resource_quotas.setdefault(rq.namespace, {})[rq.name] = rq
+        used: ResourceList = {}
+        for pod in self.pods.values():
+            if pod.namespace == rq.namespace and pod.phase in _COUNTED and rq.matches(pod.spec, pod.priority_class):
+                need = usage_of(pod.spec, pod.requests, pod.limits, rq.tracked())
+                pod.quota_usage[rq.name] = need
+                add_into(used, need)
+        self.rq_used[(rq.namespace, rq.name)] = used
+
+    def apply_limit_range(self, lr: LimitRange) -> None:
+        self.limit_ranges.setdefault(lr.namespace, {})[lr.name] = lr
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.quota.warnings
+
+    # -- pods ---------------------------------------------------------------
+    def submit(
+        self, namespace: str, name: str, spec: PodSpec, now: float, *, owner=None, labels=None,
+        annotations=None, preemptible: bool = True, duration: float | None = None,
+    ) -> Pod:
+        """Create a pod: checked as the API server would, then queued (or Rejected, with the reason)."""
+        pod = Pod(
+            uid=next(self._uids), namespace=namespace, name=name, spec=spec, requests={}, limits={},
+            priority=0, priority_class=spec.priority_class_name, created=now, owner=owner,
+            labels=dict(labels or {}), annotations=dict(annotations or {}), preemptible=preemptible,
+            duration=duration, leaf=self.quota.leaf_for(namespace),
+        )
+        self.pods[pod.uid] = pod
+        self._admit_submission(pod)
+        return pod
+
+    def resubmit(self, pod: Pod, now: float) -> bool:
+        """Try a Rejected pod again (a controller asking once more); True when it is queued now."""
+        if pod.phase is not Phase.REJECTED:
+            return False
+        pod.created = now
+        return self._admit_submission(pod)
+
+    def _admit_submission(self, pod: Pod) -> bool:
+        ident = pod.name
+        try:
+            pc, value, can_preempt = resolve_priority(pod.spec, self.classes, ident)
+            spec = apply_limits(pod.spec, self.limit_ranges.get(pod.namespace, {}).values(), ident)
+            requests, limits = spec.requests(), spec.limits()
+            pc_name = pc.name if pc else None
+            charges = charge_quotas(
+                spec, requests, limits, pc_name, self.resource_quotas.get(pod.namespace, {}).values(),
+                {name: self.rq_used.get((pod.namespace, name), {}) for name in self.resource_quotas.get(pod.namespace, {})},
+                ident,
+            )
+        except Refused as refused:
+            pod.phase, pod.reason = Phase.REJECTED, refused.reason
+            return False
+        pod.spec, pod.requests, pod.limits = spec, {r: a for r, a in requests.items() if a}, limits
+        pod.priority, pod.priority_class, pod.can_preempt = value, pc_name, can_preempt
+        pod.quota_usage = charges
+        for qname, need in charges.items():
+            add_into(self.rq_used.setdefault((pod.namespace, qname), {}), need)
+        pod.phase, pod.reason = Phase.PENDING, None
+        self.pending.add(pod)
+        return True
+
+    def delete(self, uid: int) -> Pod | None:
+        """Forget a pod (deleted by its owner, or gone); everything it held is released."""
+        pod = self.pods.pop(uid, None)
+        if pod is None:
+            return None
+        self._release(pod)
+        return pod
+
+    def finish(self, uid: int, now: float) -> Pod:
+        """A running pod completed successfully."""
+        pod = self.pods[uid]
+        self._release(pod)
+        pod.phase, pod.finished_at, pod.reason = Phase.SUCCEEDED, now, None
+        return pod
+
+    def complete_eviction(self, uid: int, now: float) -> list[Pod]:
+        """A terminating victim is gone; returns the nominated pods that can start now."""
+        victim = self.pods[uid]
+        if victim.phase is not Phase.TERMINATING:
+            return []
+        self._release(victim)
+        victim.phase, victim.finished_at = Phase.EVICTED, now
+        started = []
+        preemptor = self.pods.get(victim.preempted_by)
+        if preemptor is not None and preemptor.nominated:
+            preemptor.waiting_for.discard(uid)
+            if not preemptor.waiting_for:
+                preemptor.phase, preemptor.admitted_at, preemptor.reason = Phase.RUNNING, now, None
+                self.quota.index_victim(preemptor)
+                started.append(preemptor)
+        return started
+
+    def _release(self, pod: Pod) -> None:
+        phase = pod.phase
+        if phase is Phase.PENDING:
+            if pod.nominated:
+                self.quota.charge(pod, -1)
+                self.cluster.charge(self.cluster.nodes[pod.node], pod.requests, -1)
+                for victim_uid in pod.waiting_for:
+                    victim = self.pods.get(victim_uid)
+                    if victim is not None:
+                        victim.preempted_by = None
+                pod.node, pod.waiting_for = None, set()
+            else:
+                self.pending.discard(pod)
+        elif phase is Phase.RUNNING:
+            self.quota.charge(pod, -1)
+            self.quota.index_victim(pod, -1)
+            self.cluster.charge(self.cluster.nodes[pod.node], pod.requests, -1)
+        elif phase is Phase.TERMINATING:
+            self.cluster.charge(self.cluster.nodes[pod.node], pod.requests, -1)
+        if phase in _COUNTED:
+            for qname, need in pod.quota_usage.items():
+                used = self.rq_used.get((pod.namespace, qname))
+                if used is not None:
+                    add_into(used, need, -1)
+            pod.quota_usage = {}
+
+    # -- decisions ----------------------------------------------------------
+    def schedule(self, now: float) -> Decisions:
+        """One pass over the queue in order; a pod that cannot be admitted never blocks the ones behind it."""
+        out = Decisions()
+        failed: dict = {}  # equivalent pods fail alike within one pass
+        for pod in list(self.pending):
+            key = (pod.leaf, pod.priority, pod.can_preempt, pod.preemptible,
+                   tuple(pod.requests.items()), tuple(pod.spec.node_selector.items()))
+            if key in failed:
+                pod.reason = failed[key]
+                continue
+            reason = self._try_start(pod, now)
+            if reason is None:
+                out.admitted.append(pod)
+                continue
+            plan = find_victims(self.quota, self.cluster, pod) if pod.can_preempt and reason.code != QUOTA_MIN else None
+            if plan is not None:
+                out.evictions.extend(self._nominate(pod, plan, now))
+                out.nominated.append(pod)
+                failed.clear()
+                continue
+            pod.reason = failed[key] = reason
+        return out
+
+    def _try_start(self, pod: Pod, now: float) -> Reason | None:
+        hit = self.quota.over_max(pod.leaf, pod.requests)
+        if hit is not None:
+            return self._quota_reason(QUOTA_MAX, pod, *hit)
+        if not pod.preemptible:
+            hit = self.quota.over_min_nonpreemptible(pod.leaf, pod.requests)
+            if hit is not None:
+                return self._quota_reason(QUOTA_MIN, pod, *hit)
+        node = self.cluster.find_fit(pod.requests, pod.spec.node_selector)
+        if node is None:
+            return self._capacity_reason(pod)
+        self.pending.remove(pod)
+        self.cluster.charge(node, pod.requests)
+        self.quota.charge(pod)
+        pod.phase, pod.node, pod.admitted_at, pod.reason = Phase.RUNNING, node.name, now, None
+        self.quota.index_victim(pod)
+        return None
+
+    def _nominate(self, pod: Pod, plan, now: float) -> list[Eviction]:
+        evictions = []
+        for victim in plan.victims:
+            self.quota.charge(victim, -1)
+            self.quota.index_victim(victim, -1)
+            reclaim = victim.priority >= pod.priority
+            code = RECLAIMED if reclaim else PREEMPTED
+            why = (
+                f"its quota {victim.leaf.name} was borrowing and {pod.leaf.name} reclaimed its guarantee"
+                if reclaim else f"lower priority ({victim.priority_class or victim.priority}) than "
+                f"{pod.priority_class or pod.priority}"
+            )
+            grace = self.grace_overrides.get(victim.priority_class, victim.spec.grace_seconds)
+            victim.phase, victim.preempted_by, victim.evicted_at = Phase.TERMINATING, pod.uid, now
+            victim.grace_deadline = now + grace
+            victim.reason = Reason(
+                code, f"{'Reclaimed' if reclaim else 'Preempted'} by {pod.namespace}/{pod.name}: {why}",
+                {"preemptor": f"{pod.namespace}/{pod.name}", "preemptorUid": pod.uid, "at": now, "gracePeriodSeconds": grace},
+            )
+            evictions.append(Eviction(victim, pod, victim.grace_deadline))
+        self.pending.remove(pod)
+        self.cluster.charge(plan.node, pod.requests)
+        self.quota.charge(pod)
+        pod.node, pod.waiting_for = plan.node.name, {v.uid for v in plan.victims}
+        names = ", ".join(f"{v.namespace}/{v.name}" for v in plan.victims)
+        pod.reason = Reason(
+            WAITING_FOR_EVICTION, f"waiting for {len(plan.victims)} evicted pod(s) to terminate: {names}",
+            {"victims": [f"{v.namespace}/{v.name}" for v in plan.victims], "node": plan.node.name},
+        )
+        return evictions
+
+    # -- explanations ---------------------------------------------------------
+    def _quota_reason(self, code: str, pod: Pod, node, res: str) -> Reason:
+        need = pod.requests[res]
+        if code == QUOTA_MAX:
+            used, limit = node.used.get(res, 0), node.max[res]
+            text = f"quota {node.name} is at its max for {res}: needs {format_milli(res, need)}, uses " \
+                   f"{format_milli(res, used)} of {format_milli(res, limit)}"
+        else:
+            used, limit = node.np_used.get(res, 0), node.min.get(res, 0)
+            text = f"non-preemptible pods only run within guarantees: quota {node.name} guarantees " \
+                   f"{format_milli(res, limit)} {res}, non-preemptible pods use {format_milli(res, used)}, " \
+                   f"this one needs {format_milli(res, need)}"
+        return Reason(code, text, {"node": node.name, "resource": res, "need": format_milli(res, need),
+                                   "used": format_milli(res, used), "limit": format_milli(res, limit)})
+
+    def _capacity_reason(self, pod: Pod) -> Reason:
+        cluster = self.cluster
+        for res, need in sorted(pod.requests.items()):
+            free = cluster.total_free(res)
+            if free < need:
+                return Reason(CLUSTER_CAPACITY, f"the cluster has {format_milli(res, max(free, 0))} {res} free, "
+                              f"this pod needs {format_milli(res, need)}",
+                              {"resource": res, "need": format_milli(res, need), "free": format_milli(res, max(free, 0))})
+        for res, need in sorted(pod.requests.items()):
+            largest = cluster.largest_free(res)
+            if largest < need:
+                return Reason(CLUSTER_CAPACITY, f"no node has {format_milli(res, need)} {res} free "
+                              f"(the most on one node is {format_milli(res, max(largest, 0))})",
+                              {"resource": res, "need": format_milli(res, need), "free": format_milli(res, max(largest, 0))})
+        sel = pod.spec.node_selector
+        text = f"no node has room for {describe(pod.requests)}" + (f" and matches {sel}" if sel else "")
+        return Reason(CLUSTER_CAPACITY, text, {"need": describe(pod.requests)})
+
+    def positions(self) -> dict[int, tuple[int, int]]:
+        """Queue position of every waiting pod: (in the whole queue, in its quota leaf), from 1."""
+        out, per_leaf = {}, {}
+        for i, pod in enumerate(self.pending, 1):
+            n = per_leaf[pod.leaf] = per_leaf.get(pod.leaf, 0) + 1
+            out[pod.uid] = (i, n)
+        return out
+
+
+_COUNTED = (Phase.PENDING, Phase.RUNNING, Phase.TERMINATING)

@@ -1,0 +1,104 @@
+"""Runtime records the engine keeps: pods with their phase, placement and the reason they wait."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from ..quota.pods import PodSpec
+from ..quota.quantity import ResourceList, format_list
+
+
+class Phase(str, enum.Enum):
+    PENDING = "Pending"  # queued, or nominated and waiting for its victims to leave
+    RUNNING = "Running"
+    TERMINATING = "Terminating"  # evicted, inside its grace period; still on its node
+    EVICTED = "Evicted"
+    REJECTED = "Rejected"  # refused at submission (ResourceQuota, LimitRange, unknown class)
+    SUCCEEDED = "Succeeded"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# Machine-readable reason codes (DESIGN.md "Explanations").
+QUOTA_MAX = "quota-max"
+QUOTA_MIN = "quota-min"  # non-preemptible workloads only run within guarantees
+CLUSTER_CAPACITY = "cluster-capacity"
+RESOURCE_QUOTA = "resource-quota"
+LIMIT_RANGE = "limit-range"
+INVALID = "invalid"
+WAITING_FOR_EVICTION = "waiting-for-eviction"
+PREEMPTED = "preempted"
+RECLAIMED = "reclaimed"
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a pod waits, was refused or was evicted; ``message`` is the sentence people read."""
+
+    code: str
+    message: str
+    details: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"reason": self.code, "message": self.message, **({"details": self.details} if self.details else {})}
+
+
+@dataclass(eq=False, slots=True)
+class Pod:
+    uid: int
+    namespace: str
+    name: str
+    spec: PodSpec  # after LimitRange defaults
+    requests: ResourceList
+    limits: ResourceList
+    priority: int
+    priority_class: str | None
+    created: float
+    owner: tuple[str, str] | None = None  # (kind, name) of the controlling workload
+    can_preempt: bool = True  # False for preemptionPolicy: Never
+    preemptible: bool = True  # False: never a victim, admitted only within min
+    labels: dict = field(default_factory=dict)
+    annotations: dict = field(default_factory=dict)
+    duration: float | None = None  # simulated run time
+    phase: Phase = Phase.PENDING
+    node: str | None = None  # bound (Running/Terminating) or nominated node
+    leaf: object = None  # the runtime quota node (QNode) the namespace hangs on
+    admitted_at: float | None = None
+    reason: Reason | None = None
+    quota_usage: dict = field(default_factory=dict)  # per ResourceQuota name: what it counts
+    waiting_for: set = field(default_factory=set)  # victims a nominated pod waits on (uids)
+    preempted_by: int | None = None
+    evicted_at: float | None = None
+    grace_deadline: float | None = None
+    finished_at: float | None = None
+
+    @property
+    def nominated(self) -> bool:
+        return self.phase is Phase.PENDING and self.node is not None
+
+    @property
+    def owner_ref(self) -> str | None:
+        return None if self.owner is None else f"{self.owner[0]}/{self.owner[1]}"
+
+    def sort_key(self):
+        """Queue order: higher priority first, then older, then submission order."""
+        return (-self.priority, self.created, self.uid)
+
+    def summary(self) -> dict:
+        out = {
+            "namespace": self.namespace,
+            "name": self.name,
+            "owner": self.owner_ref,
+            "priorityClassName": self.priority_class,
+            "priority": self.priority,
+            "phase": self.phase.value,
+            "node": self.node,
+            "requests": format_list(self.requests),
+            "reason": self.reason.code if self.reason else None,
+            "message": self.reason.message if self.reason else None,
+        }
+        if self.reason and self.reason.details:
+            out["details"] = self.reason.details
+        return out
