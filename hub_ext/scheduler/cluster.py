@@ -5,7 +5,11 @@ list of the request's dominant resource to the first node with enough of it
 and walks forward until every resource fits: a best fit on the dominant
 resource, so pods pack (like kube-scheduler's MostAllocated scoring).
 Nominated pods are charged to their node at once, so a node's ``free`` may be
-negative while its victims terminate; nobody else can take that room.
+negative while its victims terminate; nobody else can take that room. Each
+node also sums what its terminating pods hold (``leaving``: room already
+promised to the nominees, so a preemption search may count on it) and what
+its nominated pods reserve (``reserved``: a nominee starts only once
+``free + reserved`` holds its request, that is, once the pods really left).
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ class Node:
     free: ResourceList = field(default_factory=dict)
     max_pods: int | None = None
     pods: int = 0
+    residents: dict = field(default_factory=dict)  # uid -> pod running, terminating or nominated here
+    leaving: ResourceList = field(default_factory=dict)  # held by terminating pods
+    reserved: ResourceList = field(default_factory=dict)  # held by nominated pods
 
     def fits(self, request: ResourceList, selector: dict | None = None, extra: ResourceList | None = None) -> bool:
         if self.max_pods is not None and self.pods >= self.max_pods:
@@ -44,6 +51,7 @@ class Cluster:
         self.nodes: dict[str, Node] = {}
         self.capacity: ResourceList = {}
         self.free_total: ResourceList = {}
+        self.leaving_nodes: set[str] = set()
         self._index: dict[str, SortedList] = {}
 
     # -- membership ---------------------------------------------------------
@@ -66,6 +74,38 @@ class Cluster:
             self._index[res].remove((node.free[res], name))
 
     # -- accounting ---------------------------------------------------------
+    def bind(self, node: Node, pod, *, nominated: bool = False) -> None:
+        node.residents[pod.uid] = pod
+        self.charge(node, pod.requests)
+        if nominated:
+            _add(node.reserved, pod.requests, 1)
+
+    def start(self, pod) -> None:
+        """A nominated pod runs now."""
+        _add(self.nodes[pod.node].reserved, pod.requests, -1)
+
+    def leave(self, pod) -> None:
+        """A running pod was evicted and terminates."""
+        node = self.nodes[pod.node]
+        _add(node.leaving, pod.requests, 1)
+        self.leaving_nodes.add(node.name)
+
+    def unbind(self, pod, *, terminating: bool = False, nominated: bool = False) -> None:
+        node = self.nodes[pod.node]
+        del node.residents[pod.uid]
+        self.charge(node, pod.requests, -1)
+        if terminating:
+            _add(node.leaving, pod.requests, -1)
+            if not any(node.leaving.values()):
+                self.leaving_nodes.discard(node.name)
+        if nominated:
+            _add(node.reserved, pod.requests, -1)
+
+    @staticmethod
+    def can_start(node: Node, request: ResourceList) -> bool:
+        """Whether the pods on ``node`` really left enough room (terminating ones included)."""
+        return all(node.free.get(r, 0) + node.reserved.get(r, 0) >= a for r, a in request.items() if a)
+
     def charge(self, node: Node, request: ResourceList, sign: int = 1) -> None:
         """Take (sign=1) or give back (sign=-1) ``request`` on ``node``."""
         node.pods += sign
@@ -102,3 +142,8 @@ class Cluster:
 
     def total_free(self, resource: str) -> int:
         return self.free_total.get(resource, 0)
+
+
+def _add(target: ResourceList, amounts: ResourceList, sign: int) -> None:
+    for res, amount in amounts.items():
+        target[res] = target.get(res, 0) + sign * amount

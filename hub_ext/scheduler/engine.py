@@ -70,6 +70,11 @@ class Engine:
         self.pending = SortedKeyList(key=Pod.sort_key)
         self.grace_overrides: dict[str, float] = {}  # PriorityClass name -> grace seconds
         self._uids = itertools.count(1)
+        # Parking: a pod that could neither start nor preempt is not looked at again
+        # until room is released or a pod it might evict is admitted.
+        self._released = 0
+        self._admitted_by_priority: dict[int, int] = {}
+        self._parked: dict[int, tuple] = {}  # uid -> (released, admissions it could evict)
 
     # -- configuration ------------------------------------------------------
     def add_node(self, name: str, allocatable: ResourceList, labels=None) -> None:
@@ -77,6 +82,7 @@ class Engine:
             raise ValueError(f"node {name} already exists")
         self.cluster.add_node(name, allocatable, labels)
         self.quota.rescale(self.cluster.capacity)
+        self._released += 1
 
     def set_tree(self, tree: ElasticQuotaTree | None) -> None:
         """Replace the quota tree; usage is recounted from the pods."""
@@ -88,6 +94,7 @@ class Engine:
             if pod.phase is Phase.RUNNING:
                 self.quota.index_victim(pod)
         self.quota.rescale(self.cluster.capacity)
+        self._released += 1
 
     def apply_priority_class(self, pc: PriorityClass) -> None:
         self.classes.apply(pc)
@@ -176,24 +183,34 @@ class Engine:
         victim = self.pods[uid]
         if victim.phase is not Phase.TERMINATING:
             return []
+        node = self.cluster.nodes[victim.node]
         self._release(victim)
         victim.phase, victim.finished_at = Phase.EVICTED, now
-        started = []
         preemptor = self.pods.get(victim.preempted_by)
         if preemptor is not None and preemptor.nominated:
             preemptor.waiting_for.discard(uid)
-            if not preemptor.waiting_for:
-                preemptor.phase, preemptor.admitted_at, preemptor.reason = Phase.RUNNING, now, None
-                self.quota.index_victim(preemptor)
-                started.append(preemptor)
+        waiting = [p for p in node.residents.values() if p.nominated]
+        if preemptor is not None and preemptor.nominated and preemptor not in waiting:
+            waiting.append(preemptor)
+        started = []
+        for pod in sorted(waiting, key=Pod.sort_key):
+            target = self.cluster.nodes[pod.node]
+            if not pod.waiting_for and self.cluster.can_start(target, pod.requests):
+                self.cluster.start(pod)
+                pod.phase, pod.admitted_at, pod.reason = Phase.RUNNING, now, None
+                self.quota.index_victim(pod)
+                started.append(pod)
         return started
 
     def _release(self, pod: Pod) -> None:
         phase = pod.phase
+        self._parked.pop(pod.uid, None)
+        if phase in (Phase.RUNNING, Phase.TERMINATING) or pod.nominated:
+            self._released += 1
         if phase is Phase.PENDING:
             if pod.nominated:
                 self.quota.charge(pod, -1)
-                self.cluster.charge(self.cluster.nodes[pod.node], pod.requests, -1)
+                self.cluster.unbind(pod, nominated=True)
                 for victim_uid in pod.waiting_for:
                     victim = self.pods.get(victim_uid)
                     if victim is not None:
@@ -204,9 +221,9 @@ class Engine:
         elif phase is Phase.RUNNING:
             self.quota.charge(pod, -1)
             self.quota.index_victim(pod, -1)
-            self.cluster.charge(self.cluster.nodes[pod.node], pod.requests, -1)
+            self.cluster.unbind(pod)
         elif phase is Phase.TERMINATING:
-            self.cluster.charge(self.cluster.nodes[pod.node], pod.requests, -1)
+            self.cluster.unbind(pod, terminating=True)
         if phase in _COUNTED:
             for qname, need in pod.quota_usage.items():
                 used = self.rq_used.get((pod.namespace, qname))
@@ -219,24 +236,45 @@ class Engine:
         """One pass over the queue in order; a pod that cannot be admitted never blocks the ones behind it."""
         out = Decisions()
         failed: dict = {}  # equivalent pods fail alike within one pass
+        parked = self._parked
         for pod in list(self.pending):
+            mark = parked.get(pod.uid)
+            if mark is not None and mark == self._park_mark(pod):
+                continue
             key = (pod.leaf, pod.priority, pod.can_preempt, pod.preemptible,
                    tuple(pod.requests.items()), tuple(pod.spec.node_selector.items()))
             if key in failed:
                 pod.reason = failed[key]
+                parked[pod.uid] = self._park_mark(pod)
                 continue
             reason = self._try_start(pod, now)
             if reason is None:
+                parked.pop(pod.uid, None)
+                self._admitted_by_priority[pod.priority] = self._admitted_by_priority.get(pod.priority, 0) + 1
                 out.admitted.append(pod)
                 continue
             plan = find_victims(self.quota, self.cluster, pod) if pod.can_preempt and reason.code != QUOTA_MIN else None
             if plan is not None:
+                parked.pop(pod.uid, None)
                 out.evictions.extend(self._nominate(pod, plan, now))
                 out.nominated.append(pod)
                 failed.clear()
                 continue
             pod.reason = failed[key] = reason
+            parked[pod.uid] = self._park_mark(pod)
         return out
+
+    def _park_mark(self, pod: Pod) -> tuple:
+        """What must change before ``pod`` is worth another look: released room, or new pods it could evict.
+
+        A pod that may reclaim could evict pods of any priority; otherwise only
+        admissions of lower priority give it new victims.
+        """
+        if not pod.can_preempt:
+            return (self._released, 0)
+        counts = self._admitted_by_priority
+        return (self._released, sum(n for prio, n in counts.items() if prio < pod.priority),
+                sum(counts.values()) if pod.leaf.min else 0)
 
     def _try_start(self, pod: Pod, now: float) -> Reason | None:
         hit = self.quota.over_max(pod.leaf, pod.requests)
@@ -250,17 +288,19 @@ class Engine:
         if node is None:
             return self._capacity_reason(pod)
         self.pending.remove(pod)
-        self.cluster.charge(node, pod.requests)
+        self.cluster.bind(node, pod)
         self.quota.charge(pod)
         pod.phase, pod.node, pod.admitted_at, pod.reason = Phase.RUNNING, node.name, now, None
         self.quota.index_victim(pod)
         return None
 
     def _nominate(self, pod: Pod, plan, now: float) -> list[Eviction]:
+        self._released += 1  # victims give back quota below the common ancestor
         evictions = []
         for victim in plan.victims:
             self.quota.charge(victim, -1)
             self.quota.index_victim(victim, -1)
+            self.cluster.leave(victim)
             reclaim = victim.priority >= pod.priority
             code = RECLAIMED if reclaim else PREEMPTED
             why = (
@@ -277,7 +317,7 @@ class Engine:
             )
             evictions.append(Eviction(victim, pod, victim.grace_deadline))
         self.pending.remove(pod)
-        self.cluster.charge(plan.node, pod.requests)
+        self.cluster.bind(plan.node, pod, nominated=True)
         self.quota.charge(pod)
         pod.node, pod.waiting_for = plan.node.name, {v.uid for v in plan.victims}
         names = ", ".join(f"{v.namespace}/{v.name}" for v in plan.victims)

@@ -8,13 +8,24 @@
    equally over-borrowed siblings give one pod each (the seed's "one from
    a.1, one from a.2").
 3. Then the most recently admitted pod; the uid breaks remaining ties.
+
+Each tree node keeps, for the length of one search, a heap of its children by
+share; a child's entry is refreshed lazily when victims taken below it change
+its share, so one pick costs O(depth x log children), not O(children).
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections import defaultdict
 
 _FIRST = float("-inf")
+
+
+def victim_key(pod):
+    """Criteria 1 and 3 for pods of one leaf: lowest priority, then most recently admitted, then uid."""
+    return (pod.priority, -pod.admitted_at, -pod.uid)
 
 
 class CandidatePicker:
@@ -22,6 +33,8 @@ class CandidatePicker:
         self.ctx = ctx
         self.taken: set[int] = set()
         self._taken_count: dict = defaultdict(lambda: defaultdict(int))  # QNode -> priority -> n
+        self._heaps: dict = {}
+        self._seq = itertools.count()
 
     def exclude(self, pod) -> None:
         """Never offer ``pod`` again (taken as a victim, or refused)."""
@@ -46,9 +59,8 @@ class CandidatePicker:
     def _best(self, node, priority: int, lca):
         ctx = self.ctx
         if node.candidates is not None:  # a leaf
-            if priority >= ctx.pod.priority:
-                if node is ctx.pod.leaf or not ctx.reclaim_ok(lca):
-                    return None
+            if priority >= ctx.pod.priority and (node is ctx.pod.leaf or not ctx.reclaim_ok(lca)):
+                return None
             cands = node.candidates
             for pod in cands.islice(cands.bisect_key_left((priority, _FIRST, _FIRST))):
                 if pod.priority != priority:
@@ -56,22 +68,46 @@ class CandidatePicker:
                 if pod.uid not in self.taken:
                     return pod
             return None
-        scored = []
+        heap = self._heaps.get((node, priority))
+        if heap is None:
+            heap = self._heaps[(node, priority)] = self._build(node, priority, lca)
+        while heap:
+            # Refresh the top until it is current, then take every child tied with it.
+            neg, _, child, child_lca = heap[0]
+            if self._left(child, priority) <= 0:
+                heapq.heappop(heap)
+                continue
+            share = self.share(child)
+            if -neg != share:
+                heapq.heapreplace(heap, (-share, next(self._seq), child, child_lca))
+                continue
+            tied = [heapq.heappop(heap)]
+            while heap and heap[0][0] == neg:
+                entry = heapq.heappop(heap)
+                if self._left(entry[2], priority) > 0:
+                    if self.share(entry[2]) == share:
+                        tied.append(entry)
+                    else:
+                        heapq.heappush(heap, (-self.share(entry[2]), next(self._seq), entry[2], entry[3]))
+            found = []
+            for entry in tied:
+                pod = self._best(entry[2], priority, entry[3])
+                if pod is not None:
+                    found.append(pod)
+                    heapq.heappush(heap, entry)  # a child that offered a pod stays; others are exhausted
+            if found:
+                return max(found, key=lambda p: (p.admitted_at, p.uid))
+        return None
+
+    def _build(self, node, priority: int, lca) -> list:
+        ctx = self.ctx
+        heap = []
         for child in node.children:
             if self._left(child, priority) <= 0:
                 continue
             child_lca = lca if lca is not None else (None if child in ctx.path_set else node)
             if priority >= ctx.pod.priority and child_lca is not None and not ctx.reclaim_ok(child_lca):
                 continue
-            scored.append((self.share(child), child, child_lca))
-        scored.sort(key=lambda t: -t[0])
-        i = 0
-        while i < len(scored):
-            j = i
-            while j < len(scored) and scored[j][0] == scored[i][0]:
-                j += 1
-            found = [p for _, c, l in scored[i:j] if (p := self._best(c, priority, l)) is not None]
-            if found:
-                return max(found, key=lambda p: (p.admitted_at, p.uid))
-            i = j
-        return None
+            heap.append((-self.share(child), next(self._seq), child, child_lca))
+        heapq.heapify(heap)
+        return heap

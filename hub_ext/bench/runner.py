@@ -1,0 +1,185 @@
+"""Measure admissions/s, one admission's latency and one preemption decision's latency at growing scale.
+
+Every figure comes from the same engine the service runs, single process.
+Latencies are wall-clock percentiles over repeated single decisions on a
+loaded cluster; the growth lines compare the largest scale with the smallest.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import random
+import time
+
+from .synthetic import make_engine, pod_spec, submit_many
+
+ADMISSION_SCALES = [  # (leaves, pending pods, nodes)
+    (10, 1_000, 50),
+    (100, 10_000, 500),
+    (1_000, 10_000, 5_000),
+    (1_000, 100_000, 5_000),
+]
+PREEMPTION_SCALES = [  # (leaves, running pods, nodes)
+    (10, 1_000, 16),
+    (100, 10_000, 160),
+    (1_000, 50_000, 800),
+]
+QUICK_ADMISSION = [(10, 1_000, 50), (100, 5_000, 250)]
+QUICK_PREEMPTION = [(10, 1_000, 16), (100, 5_000, 80)]
+SAMPLES = 300
+
+
+def _pct(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def bench_admission(leaves: int, pods: int, nodes: int, seed: int) -> dict:
+    """Queue ``pods`` single-pod workloads (all fit), time the passes that admit them, then single admissions."""
+    rng = random.Random(seed)
+    engine = make_engine(leaves, nodes)
+    t0 = time.perf_counter()
+    submit_many(engine, pods, leaves, rng, 0.0, priority_class="low-priority-dev")
+    submit_s = time.perf_counter() - t0
+    gc.collect()
+    t0 = time.perf_counter()
+    admitted, rounds = 0, 0
+    while True:
+        rounds += 1
+        got = len(engine.schedule(1.0).admitted)
+        admitted += got
+        if not got:
+            break
+    schedule_s = time.perf_counter() - t0
+    # One admission on the loaded cluster: submit one pod, decide, remove it again.
+    lat = []
+    for i in range(SAMPLES):
+        pod = engine.submit(f"ns-{rng.randrange(leaves)}", f"one-{i}", pod_spec(0, "low-priority-dev"), 2.0)
+        t = time.perf_counter()
+        engine.schedule(2.0)
+        lat.append(time.perf_counter() - t)
+        engine.delete(pod.uid)
+    return {
+        "bench": "admission", "leaves": leaves, "pods": pods, "nodes": nodes,
+        "admitted": admitted, "pending_after": len(engine.pending), "rounds": rounds,
+        "submissions_per_s": round(pods / submit_s), "admissions_per_s": round(admitted / schedule_s),
+        "admission_p50_ms": round(_pct(lat, 0.5) * 1e3, 3), "admission_p99_ms": round(_pct(lat, 0.99) * 1e3, 3),
+    }
+
+
+def bench_preemption(leaves: int, running: int, nodes: int, seed: int) -> dict:
+    """Fill the cluster with low-priority pods, then time single preemption decisions of high-priority ones."""
+    rng = random.Random(seed)
+    engine = make_engine(leaves, nodes, tree=False)
+    capacity_pods = nodes * 64  # 1-cpu pods
+    assert running <= capacity_pods
+    for i in range(running):
+        engine.submit(f"ns-{rng.randrange(leaves)}", f"low-{i}", pod_spec(1, "low-priority-dev"), 0.0)
+    engine.schedule(0.0)
+    # Fill what is left so every further pod must preempt.
+    filler = capacity_pods - running
+    for i in range(filler):
+        engine.submit(f"ns-{rng.randrange(leaves)}", f"fill-{i}", pod_spec(1, "low-priority-dev"), 0.0)
+    engine.schedule(0.0)
+    gc.collect()
+    lat, evicted = [], 0
+    for i in range(SAMPLES):
+        pod = engine.submit(f"ns-{rng.randrange(leaves)}", f"hi-{i}", pod_spec(rng.randrange(1, 4), "critical-prod"), 1.0 + i)
+        t = time.perf_counter()
+        decisions = engine.schedule(1.0 + i)
+        lat.append(time.perf_counter() - t)
+        evicted += len(decisions.evictions)
+        for ev in decisions.evictions:
+            engine.complete_eviction(ev.victim.uid, 1.0 + i)
+            engine.delete(ev.victim.uid)
+    return {
+        "bench": "preemption", "leaves": leaves, "running_pods": running + filler, "nodes": nodes,
+        "decisions": SAMPLES, "evictions": evicted,
+        "preemption_p50_ms": round(_pct(lat, 0.5) * 1e3, 3), "preemption_p99_ms": round(_pct(lat, 0.99) * 1e3, 3),
+    }
+
+
+def bench_reclaim(leaves: int, running: int, nodes: int, seed: int) -> dict:
+    """A tree where half the leaves borrow everything; pods of idle leaves reclaim their guarantee."""
+    rng = random.Random(seed)
+    # Leaves may borrow up to the whole cluster; the busy half takes all of it.
+    engine = make_engine(leaves, nodes, leaf_max_factor=2 * leaves)
+    busy = [f"ns-{i}" for i in range(0, leaves, 2)]
+    for i in range(running):
+        engine.submit(busy[rng.randrange(len(busy))], f"b-{i}", pod_spec(1, "high-priority-research"), 0.0)
+    engine.schedule(0.0)
+    for pod in list(engine.pending):
+        engine.delete(pod.uid)
+    gc.collect()
+    lat, evicted = [], 0
+    idle = [f"ns-{i}" for i in range(1, leaves, 2)]
+    for k in range(SAMPLES):
+        pod = engine.submit(idle[rng.randrange(len(idle))], f"r-{k}", pod_spec(1, "low-priority-dev"), 1.0 + k)
+        t = time.perf_counter()
+        decisions = engine.schedule(1.0 + k)
+        lat.append(time.perf_counter() - t)
+        evicted += len(decisions.evictions)
+        for ev in decisions.evictions:
+            engine.complete_eviction(ev.victim.uid, 1.0 + k)
+            engine.delete(ev.victim.uid)
+        for p in list(engine.pending):
+            engine.delete(p.uid)
+    running_now = sum(1 for p in engine.pods.values() if p.phase.value == "Running")
+    return {
+        "bench": "reclaim", "leaves": leaves, "running_pods": running_now, "nodes": nodes,
+        "decisions": SAMPLES, "evictions": evicted,
+        "reclaim_p50_ms": round(_pct(lat, 0.5) * 1e3, 3), "reclaim_p99_ms": round(_pct(lat, 0.99) * 1e3, 3),
+    }
+
+
+def run(quick: bool, seed: int):
+    for scale in QUICK_ADMISSION if quick else ADMISSION_SCALES:
+        yield bench_admission(*scale, seed)
+    for scale in QUICK_PREEMPTION if quick else PREEMPTION_SCALES:
+        yield bench_preemption(*scale, seed)
+    for scale in QUICK_PREEMPTION if quick else PREEMPTION_SCALES:
+        yield bench_reclaim(*scale, seed)
+
+
+def _growth(results, kind, metric, size_key):
+    rows = [r for r in results if r["bench"] == kind]
+    if len(rows) < 2:
+        return None
+    first, last = rows[0], rows[-1]
+    return {
+        "bench": f"{kind}-growth", "metric": metric,
+        "scale_factor": round(last[size_key] / first[size_key], 1),
+        "nodes_factor": round(last["nodes"] / first["nodes"], 1),
+        "cost_factor": round(last[metric] / max(first[metric], 1e-9), 2),
+    }
+
+
+def main(args) -> int:
+    results = []
+    for row in run(args.quick, args.seed):
+        results.append(row)
+        print(json.dumps(row) if args.json else _line(row), flush=True)
+    for growth in (
+        _growth(results, "admission", "admission_p99_ms", "pods"),
+        _growth(results, "preemption", "preemption_p99_ms", "running_pods"),
+        _growth(results, "reclaim", "reclaim_p99_ms", "running_pods"),
+    ):
+        if growth:
+            print(json.dumps(growth) if args.json else _line(growth), flush=True)
+    return 0
+
+
+def _line(row: dict) -> str:
+    kind = row["bench"]
+    if kind == "admission":
+        return (f"admission   leaves={row['leaves']:>5} pods={row['pods']:>7} nodes={row['nodes']:>5}  "
+                f"{row['admissions_per_s']:>8} admissions/s  ({row['admitted']} admitted)  "
+                f"one admission p50 {row['admission_p50_ms']} ms p99 {row['admission_p99_ms']} ms  "
+                f"submit {row['submissions_per_s']}/s")
+    if kind in ("preemption", "reclaim"):
+        return (f"{kind:<11} leaves={row['leaves']:>5} running={row['running_pods']:>7} nodes={row['nodes']:>5}  "
+                f"decision p50 {row[kind + '_p50_ms']} ms p99 {row[kind + '_p99_ms']} ms  "
+                f"({row['evictions']} evictions in {row['decisions']} decisions)")
+    return (f"{kind:<20} {row['metric']}: x{row['scale_factor']} pods, x{row['nodes_factor']} nodes "
+            f"-> x{row['cost_factor']} cost")
