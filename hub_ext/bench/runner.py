@@ -20,13 +20,13 @@ ADMISSION_SCALES = [  # (leaves, pending pods, nodes)
     (1_000, 10_000, 5_000),
     (1_000, 100_000, 5_000),
 ]
-PREEMPTION_SCALES = [  # (leaves, running pods, nodes)
-    (10, 1_000, 16),
-    (100, 10_000, 160),
-    (1_000, 50_000, 800),
+PREEMPTION_SCALES = [  # (leaves, running pods, nodes): 64 one-cpu pods fill a node
+    (10, 1_024, 16),
+    (100, 10_240, 160),
+    (1_000, 51_200, 800),
 ]
 QUICK_ADMISSION = [(10, 1_000, 50), (100, 5_000, 250)]
-QUICK_PREEMPTION = [(10, 1_000, 16), (100, 5_000, 80)]
+QUICK_PREEMPTION = [(10, 1_024, 16), (100, 5_120, 80)]
 SAMPLES = 300
 
 
@@ -101,16 +101,14 @@ def bench_preemption(leaves: int, running: int, nodes: int, seed: int) -> dict:
 
 
 def bench_reclaim(leaves: int, running: int, nodes: int, seed: int) -> dict:
-    """A tree where half the leaves borrow everything; pods of idle leaves reclaim their guarantee."""
+    """Half the leaves borrow the whole cluster; pods of the idle half reclaim their guarantee."""
     rng = random.Random(seed)
     # Leaves may borrow up to the whole cluster; the busy half takes all of it.
     engine = make_engine(leaves, nodes, leaf_max_factor=2 * leaves)
     busy = [f"ns-{i}" for i in range(0, leaves, 2)]
-    for i in range(running):
+    for i in range(nodes * 64):  # fill the cluster
         engine.submit(busy[rng.randrange(len(busy))], f"b-{i}", pod_spec(1, "high-priority-research"), 0.0)
     engine.schedule(0.0)
-    for pod in list(engine.pending):
-        engine.delete(pod.uid)
     gc.collect()
     lat, evicted = [], 0
     idle = [f"ns-{i}" for i in range(1, leaves, 2)]
