@@ -27,7 +27,7 @@ PREEMPTION_SCALES = [  # (leaves, running pods, nodes): 64 one-cpu pods fill a n
 ]
 QUICK_ADMISSION = [(10, 1_000, 50), (100, 5_000, 250)]
 QUICK_PREEMPTION = [(10, 1_024, 16), (100, 5_120, 80)]
-SAMPLES = 300
+SAMPLES = 1000
 
 
 def _pct(values, q):

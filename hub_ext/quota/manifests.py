@@ -16,6 +16,8 @@ from .workloads import POD_KINDS, WorkloadSpec, parse_workload
 
 Object = ElasticQuotaTree | ResourceQuota | LimitRange | PriorityClass | Namespace | NodeSpec | WorkloadSpec
 
+MAX_NESTING = 32
+
 PARSERS = {
     TREE_KIND: parse_tree,
     "ResourceQuota": parse_resource_quota,
@@ -51,15 +53,23 @@ def read_file(path: str) -> list:
 
 
 def flatten(docs, where: str) -> list[dict]:
-    """Expand ``kind: List`` and plain YAML lists into single manifests."""
+    """Expand ``kind: List`` and plain YAML lists into single manifests (iteratively: depth is the input's to choose)."""
     out = []
-    for i, doc in enumerate(docs):
+    stack = [(list(docs), where, 0)]
+    while stack:
+        items, at, i = stack.pop()
+        if i >= len(items):
+            continue
+        stack.append((items, at, i + 1))
+        doc = items[i]
+        if len(stack) > MAX_NESTING:
+            raise ValidationError(f"{at}: lists nested deeper than {MAX_NESTING} levels")
         if isinstance(doc, list):
-            out.extend(flatten(doc, f"{where}[{i}]"))
+            stack.append((doc, f"{at}[{i}]", 0))
         elif isinstance(doc, dict) and doc.get("kind") == "List":
-            out.extend(flatten(m.sequence(doc.get("items"), f"{where}: List items"), f"{where}[{i}]"))
+            stack.append((m.sequence(doc.get("items"), f"{at}[{i}]: List items"), f"{at}[{i}]", 0))
         else:
-            out.append(m.mapping(doc, f"{where}[{i}]"))
+            out.append(m.mapping(doc, f"{at}[{i}]"))
     return out
 
 

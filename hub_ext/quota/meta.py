@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from .errors import ValidationError
@@ -34,11 +35,19 @@ def string(value, what: str) -> str:
     return value
 
 
-def integer(value, what: str, *, minimum: int | None = 0) -> int:
+# Kubernetes integer fields are int32/int64; nothing we schedule needs more than int32.
+MAX_INT = 2**31 - 1
+# Ten years: any longer duration is a typo, and floats lose seconds beyond it.
+MAX_SECONDS = 10 * 365 * 24 * 3600
+
+
+def integer(value, what: str, *, minimum: int | None = 0, maximum: int = MAX_INT) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValidationError(f"{what}: expected an integer, got {_show(value)}")
     if minimum is not None and value < minimum:
         raise ValidationError(f"{what}: {value} must be at least {minimum}")
+    if value > maximum:
+        raise ValidationError(f"{what}: {_show(value)} is larger than {maximum}")
     return value
 
 
@@ -114,8 +123,12 @@ def duration(value, what: str) -> float:
     if isinstance(value, bool):
         raise ValidationError(f"{what}: {_show(value)} is not a duration (expected e.g. 30s, 5m, 1h)")
     if isinstance(value, (int, float)) and value >= 0:
-        return float(value)
-    match = _DURATION.match(value) if isinstance(value, str) else None
-    if not match:
-        raise ValidationError(f"{what}: {_show(value)} is not a duration (expected e.g. 30s, 5m, 1h)")
-    return float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        seconds = float(value) if value < 2 * MAX_SECONDS else math.inf
+    else:
+        match = _DURATION.match(value) if isinstance(value, str) else None
+        if not match:
+            raise ValidationError(f"{what}: {_show(value)} is not a duration (expected e.g. 30s, 5m, 1h)")
+        seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    if not seconds <= MAX_SECONDS:  # also catches inf and nan
+        raise ValidationError(f"{what}: {_show(value)} is longer than ten years")
+    return seconds

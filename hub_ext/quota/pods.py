@@ -83,8 +83,9 @@ def parse_pod_spec(raw, where: str) -> PodSpec:
         overhead=parse_resource_list(raw.get("overhead"), f"{where}: overhead"),
         priority_class_name=pcn,
         preemption_policy=policy,
-        grace_seconds=m.integer(grace, f"{where}: terminationGracePeriodSeconds"),
-        active_deadline_seconds=None if deadline is None else m.integer(deadline, f"{where}: activeDeadlineSeconds", minimum=1),
+        grace_seconds=m.integer(grace, f"{where}: terminationGracePeriodSeconds", maximum=m.MAX_SECONDS),
+        active_deadline_seconds=None if deadline is None else m.integer(
+            deadline, f"{where}: activeDeadlineSeconds", minimum=1, maximum=m.MAX_SECONDS),
         node_selector=m.string_map(raw.get("nodeSelector"), f"{where}: nodeSelector"),
     )
 

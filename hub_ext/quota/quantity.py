@@ -26,6 +26,10 @@ MILLI = 1000
 # nvidia.com/gpu); quota keys may add "requests." / "limits." / "count/".
 _NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
+# Kubernetes' quantity grammar (apimachinery resource.Quantity): a signed decimal,
+# then a binary or decimal SI suffix or a decimal exponent.
+_QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$")
+
 # Resources whose natural unit is bytes: formatted with binary suffixes.
 _BYTES = ("memory", "ephemeral-storage", "storage")
 
@@ -40,9 +44,12 @@ def parse_quantity(value, what: str) -> int:
     """Parse one quantity into milli-units; ``what`` names it in errors."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)):
         raise ValidationError(f"{what}: {_show(value)} is not a quantity (expected e.g. 500m, 2, 10Gi)")
-    text = str(value).strip()
+    if isinstance(value, float):
+        value = repr(value)  # a YAML float means what it says: 0.1 is 100m, not 0.1000000000000000055...
+    if isinstance(value, str) and not _QUANTITY.match(value.strip()):
+        raise ValidationError(f"{what}: {_show(value)} is not a quantity (expected e.g. 500m, 2, 10Gi)")
     try:
-        number = _k8s_parse(text if isinstance(value, str) else value)
+        number = _k8s_parse(value.strip() if isinstance(value, str) else value)
     except (ValueError, InvalidOperation, ArithmeticError):
         raise ValidationError(f"{what}: {_show(value)} is not a quantity (expected e.g. 500m, 2, 10Gi)") from None
     if not number.is_finite():

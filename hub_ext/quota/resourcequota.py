@@ -72,12 +72,16 @@ def parse_resource_quota(obj) -> ResourceQuota:
         if key in ("pods", "count/pods") and amount % MILLI:
             raise ValidationError(f"{where}: spec.hard {key} must be a whole number, got {value!r}")
         hard[key] = amount
-    scopes = [ScopeRequirement(s) for s in m.sequence(spec.get("scopes"), f"{where}: spec.scopes")]
+    scopes = [ScopeRequirement(m.string(s, f"{where}: spec.scopes")) for s in m.sequence(spec.get("scopes"), f"{where}: spec.scopes")]
     selector = m.mapping(spec.get("scopeSelector"), f"{where}: spec.scopeSelector", optional=True)
     for i, raw in enumerate(m.sequence(selector.get("matchExpressions"), f"{where}: scopeSelector.matchExpressions")):
         raw = m.mapping(raw, f"{where}: matchExpressions[{i}]")
         values = m.sequence(raw.get("values"), f"{where}: matchExpressions[{i}].values")
-        scopes.append(ScopeRequirement(raw.get("scopeName"), raw.get("operator"), tuple(str(v) for v in values)))
+        scopes.append(ScopeRequirement(
+            m.string(raw.get("scopeName"), f"{where}: matchExpressions[{i}].scopeName"),
+            m.string(raw.get("operator"), f"{where}: matchExpressions[{i}].operator"),
+            tuple(m.string(v, f"{where}: matchExpressions[{i}].values") for v in values),
+        ))
     for s in scopes:
         if s.scope not in _SCOPES:
             raise ValidationError(f"{where}: unknown scope {s.scope!r} (known: {', '.join(sorted(_SCOPES))})")

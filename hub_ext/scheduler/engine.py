@@ -74,7 +74,9 @@ class Engine:
         # until room is released or a pod it might evict is admitted.
         self._released = 0
         self._admitted_by_priority: dict[int, int] = {}
-        self._parked: dict[int, tuple] = {}  # uid -> (released, admissions it could evict)
+        self._parked: dict[int, tuple] = {}  # uid -> what must change before it is looked at again
+        self._admitted_guaranteed = 0  # admissions into leaves with guarantees (they change who is borrowing)
+        self._nominated: set[int] = set()
 
     # -- configuration ------------------------------------------------------
     def add_node(self, name: str, allocatable: ResourceList, labels=None) -> None:
@@ -93,6 +95,8 @@ class Engine:
                 self.quota.charge(pod)
             if pod.phase is Phase.RUNNING:
                 self.quota.index_victim(pod)
+            if pod.phase is Phase.TERMINATING:
+                self.quota.leave(pod)
         self.quota.rescale(self.cluster.capacity)
         self._released += 1
 
@@ -166,49 +170,53 @@ class Engine:
     def delete(self, uid: int) -> Pod | None:
         """Forget a pod (deleted by its owner, or gone); everything it held is released."""
         pod = self.pods.pop(uid, None)
-        if pod is None:
-            return None
-        self._release(pod)
+        if pod is not None:
+            self._release(pod)
         return pod
 
     def finish(self, uid: int, now: float) -> Pod:
-        """A running pod completed successfully."""
+        """A running (or terminating) pod completed successfully."""
         pod = self.pods[uid]
         self._release(pod)
         pod.phase, pod.finished_at, pod.reason = Phase.SUCCEEDED, now, None
         return pod
 
     def complete_eviction(self, uid: int, now: float) -> list[Pod]:
-        """A terminating victim is gone; returns the nominated pods that can start now."""
+        """A terminating victim is gone; returns the nominated pods that start now."""
         victim = self.pods[uid]
         if victim.phase is not Phase.TERMINATING:
             return []
-        node = self.cluster.nodes[victim.node]
         self._release(victim)
         victim.phase, victim.finished_at = Phase.EVICTED, now
-        preemptor = self.pods.get(victim.preempted_by)
-        if preemptor is not None and preemptor.nominated:
-            preemptor.waiting_for.discard(uid)
-        waiting = [p for p in node.residents.values() if p.nominated]
-        if preemptor is not None and preemptor.nominated and preemptor not in waiting:
-            waiting.append(preemptor)
+        return self._start_ready(now)
+
+    def _start_ready(self, now: float) -> list[Pod]:
+        """Start every nominated pod whose victims are gone, once the room is really free."""
         started = []
-        for pod in sorted(waiting, key=Pod.sort_key):
-            target = self.cluster.nodes[pod.node]
-            if not pod.waiting_for and self.cluster.can_start(target, pod.requests):
-                self.cluster.start(pod)
-                pod.phase, pod.admitted_at, pod.reason = Phase.RUNNING, now, None
-                self.quota.index_victim(pod)
-                started.append(pod)
+        for pod in sorted((self.pods[uid] for uid in self._nominated), key=Pod.sort_key):
+            if pod.waiting_for:
+                continue
+            node = self.cluster.nodes[pod.node]
+            if not self.cluster.can_start(node, pod.requests):
+                continue
+            if self.quota.over_max(pod.leaf, pod.requests, reserved=True) is not None:
+                continue
+            self._nominated.discard(pod.uid)
+            self.cluster.start(pod)
+            pod.phase, pod.admitted_at, pod.reason = Phase.RUNNING, now, None
+            self.quota.index_victim(pod)
+            started.append(pod)
         return started
 
     def _release(self, pod: Pod) -> None:
+        """Give back everything ``pod`` holds, whatever its phase."""
         phase = pod.phase
         self._parked.pop(pod.uid, None)
         if phase in (Phase.RUNNING, Phase.TERMINATING) or pod.nominated:
             self._released += 1
         if phase is Phase.PENDING:
             if pod.nominated:
+                self._nominated.discard(pod.uid)
                 self.quota.charge(pod, -1)
                 self.cluster.unbind(pod, nominated=True)
                 for victim_uid in pod.waiting_for:
@@ -223,7 +231,11 @@ class Engine:
             self.quota.index_victim(pod, -1)
             self.cluster.unbind(pod)
         elif phase is Phase.TERMINATING:
+            self.quota.leave(pod, -1)
             self.cluster.unbind(pod, terminating=True)
+            preemptor = self.pods.get(pod.preempted_by)
+            if preemptor is not None:
+                preemptor.waiting_for.discard(pod.uid)
         if phase in _COUNTED:
             for qname, need in pod.quota_usage.items():
                 used = self.rq_used.get((pod.namespace, qname))
@@ -234,7 +246,7 @@ class Engine:
     # -- decisions ----------------------------------------------------------
     def schedule(self, now: float) -> Decisions:
         """One pass over the queue in order; a pod that cannot be admitted never blocks the ones behind it."""
-        out = Decisions()
+        out = Decisions(admitted=self._start_ready(now))
         failed: dict = {}  # equivalent pods fail alike within one pass
         parked = self._parked
         for pod in list(self.pending):
@@ -250,10 +262,12 @@ class Engine:
             reason = self._try_start(pod, now)
             if reason is None:
                 parked.pop(pod.uid, None)
-                self._admitted_by_priority[pod.priority] = self._admitted_by_priority.get(pod.priority, 0) + 1
+                self._count_admission(pod)
                 out.admitted.append(pod)
                 continue
             plan = find_victims(self.quota, self.cluster, pod) if pod.can_preempt and reason.code != QUOTA_MIN else None
+            if plan is not None and not pod.preemptible and self.quota.over_min_nonpreemptible(pod.leaf, pod.requests):
+                plan = None
             if plan is not None:
                 parked.pop(pod.uid, None)
                 out.evictions.extend(self._nominate(pod, plan, now))
@@ -264,26 +278,33 @@ class Engine:
             parked[pod.uid] = self._park_mark(pod)
         return out
 
-    def _park_mark(self, pod: Pod) -> tuple:
-        """What must change before ``pod`` is worth another look: released room, or new pods it could evict.
+    def _count_admission(self, pod: Pod) -> None:
+        self._admitted_by_priority[pod.priority] = self._admitted_by_priority.get(pod.priority, 0) + 1
+        if any(node.min for node in pod.leaf.path):
+            self._admitted_guaranteed += 1
 
-        A pod that may reclaim could evict pods of any priority; otherwise only
-        admissions of lower priority give it new victims.
+    def _park_mark(self, pod: Pod) -> tuple:
+        """What must change before ``pod`` is worth another look.
+
+        Released room; for a pod that may preempt, also new candidate victims:
+        admissions of lower priority, admissions that change who is borrowing
+        (into leaves with guarantees), and for a pod that may reclaim (its leaf
+        has guarantees), any admission at all.
         """
         if not pod.can_preempt:
-            return (self._released, 0)
+            return (self._released,)
         counts = self._admitted_by_priority
         return (self._released, sum(n for prio, n in counts.items() if prio < pod.priority),
-                sum(counts.values()) if pod.leaf.min else 0)
+                self._admitted_guaranteed, sum(counts.values()) if pod.leaf.min else 0)
 
     def _try_start(self, pod: Pod, now: float) -> Reason | None:
-        hit = self.quota.over_max(pod.leaf, pod.requests)
-        if hit is not None:
-            return self._quota_reason(QUOTA_MAX, pod, *hit)
         if not pod.preemptible:
             hit = self.quota.over_min_nonpreemptible(pod.leaf, pod.requests)
             if hit is not None:
                 return self._quota_reason(QUOTA_MIN, pod, *hit)
+        hit = self.quota.over_max(pod.leaf, pod.requests)
+        if hit is not None:
+            return self._quota_reason(QUOTA_MAX, pod, *hit)
         node = self.cluster.find_fit(pod.requests, pod.spec.node_selector)
         if node is None:
             return self._capacity_reason(pod)
@@ -300,6 +321,7 @@ class Engine:
         for victim in plan.victims:
             self.quota.charge(victim, -1)
             self.quota.index_victim(victim, -1)
+            self.quota.leave(victim)
             self.cluster.leave(victim)
             reclaim = victim.priority >= pod.priority
             code = RECLAIMED if reclaim else PREEMPTED
@@ -320,6 +342,7 @@ class Engine:
         self.cluster.bind(plan.node, pod, nominated=True)
         self.quota.charge(pod)
         pod.node, pod.waiting_for = plan.node.name, {v.uid for v in plan.victims}
+        self._nominated.add(pod.uid)
         names = ", ".join(f"{v.namespace}/{v.name}" for v in plan.victims)
         pod.reason = Reason(
             WAITING_FOR_EVICTION, f"waiting for {len(plan.victims)} evicted pod(s) to terminate: {names}",
@@ -331,9 +354,11 @@ class Engine:
     def _quota_reason(self, code: str, pod: Pod, node, res: str) -> Reason:
         need = pod.requests[res]
         if code == QUOTA_MAX:
-            used, limit = node.used.get(res, 0), node.max[res]
+            leaving = node.leaving.get(res, 0)
+            used, limit = node.used.get(res, 0) + leaving, node.max[res]
             text = f"quota {node.name} is at its max for {res}: needs {format_milli(res, need)}, uses " \
-                   f"{format_milli(res, used)} of {format_milli(res, limit)}"
+                   f"{format_milli(res, used)} of {format_milli(res, limit)}" + \
+                   (f" ({format_milli(res, leaving)} held by pods terminating)" if leaving else "")
         else:
             used, limit = node.np_used.get(res, 0), node.min.get(res, 0)
             text = f"non-preemptible pods only run within guarantees: quota {node.name} guarantees " \

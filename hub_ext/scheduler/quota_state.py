@@ -7,7 +7,10 @@ on no leaf gets a virtual leaf of its own there, with no ``min`` and no
 every namespace is such a leaf, and priority preemption works cluster-wide.
 
 ``used`` counts admitted pods that are not terminating, plus nominated ones
-(their room is reserved). Each leaf also indexes its running, preemptible
+(their room is reserved); ``leaving`` counts terminating pods, whose room is
+promised to the nominees but still taken until they are gone. A pod starts
+only when ``used + leaving`` stays within every ``max`` on its path, so the
+pods really running never exceed a ceiling, not even during grace periods. Each leaf also indexes its running, preemptible
 pods by (priority, most recently admitted) for the victim search, and every
 node counts those pods per priority in its subtree.
 """
@@ -30,7 +33,7 @@ def _victim_order(pod):
 class QNode:
     __slots__ = (
         "name", "spec_min", "min", "max", "managed", "parent", "children", "path", "path_set",
-        "used", "np_used", "prio_count", "candidates", "virtual", "namespaces",
+        "used", "leaving", "np_used", "prio_count", "candidates", "virtual", "namespaces",
     )
 
     def __init__(self, name: str, spec_min: ResourceList, max_: ResourceList, parent: "QNode | None", virtual=False):
@@ -42,6 +45,7 @@ class QNode:
         self.parent = parent
         self.children: list[QNode] = []
         self.used: ResourceList = {}
+        self.leaving: ResourceList = {}
         self.np_used: ResourceList = {}  # non-preemptible part of used
         self.prio_count: dict[int, int] = {}
         self.candidates = None  # leaves: SortedKeyList of running preemptible pods
@@ -128,6 +132,13 @@ class QuotaState:
                 for res, amount in pod.requests.items():
                     node.np_used[res] = node.np_used.get(res, 0) + sign * amount
 
+    def leave(self, pod, sign: int = 1) -> None:
+        """Count (1) or uncount (-1) a terminating pod in ``leaving`` on its path."""
+        for node in pod.leaf.path:
+            leaving = node.leaving
+            for res, amount in pod.requests.items():
+                leaving[res] = leaving.get(res, 0) + sign * amount
+
     def index_victim(self, pod, sign: int = 1) -> None:
         """Add (1) or remove (-1) a running preemptible pod from the victim index."""
         if not pod.preemptible:
@@ -146,15 +157,20 @@ class QuotaState:
                 counts.pop(prio, None)
 
     # -- reading ------------------------------------------------------------
-    def over_max(self, leaf: QNode, request: ResourceList, reserved=None):
-        """The first (node, resource) on the path where ``request`` would exceed ``max``, else None."""
+    def over_max(self, leaf: QNode, request: ResourceList, *, reserved: bool = False):
+        """The first (node, resource) on the path where ``request`` would exceed ``max``, else None.
+
+        Terminating pods count until they are gone. ``reserved``: the request
+        is already in ``used`` (a nominated pod about to start).
+        """
         for node in leaf.path:
             if not node.max:
                 continue
-            used = node.used
+            used, leaving = node.used, node.leaving
             for res, amount in request.items():
                 cap = node.max.get(res)
-                if cap is not None and amount and used.get(res, 0) + amount > cap:
+                if cap is not None and amount and \
+                        used.get(res, 0) + leaving.get(res, 0) + (0 if reserved else amount) > cap:
                     return node, res
         return None
 

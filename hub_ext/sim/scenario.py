@@ -108,7 +108,7 @@ def _parse_all(raw_list, where: str) -> list:
 def _ref(raw, where: str) -> Ref:
     raw = m.mapping(raw, where)
     kind = raw.get("kind")
-    if kind not in PARSERS:
+    if not isinstance(kind, str) or kind not in PARSERS:
         raise ValidationError(f"{where}: unsupported kind {kind!r} (known: {', '.join(PARSERS)})")
     meta = m.mapping(raw.get("metadata"), f"{where}: metadata", optional=True)
     name = m.object_name(raw.get("name") or meta.get("name"), f"{where}: name")

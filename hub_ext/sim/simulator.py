@@ -168,10 +168,15 @@ class Simulator:
                     owner.on_finished(pod)
 
     def _forget_gone(self) -> None:
-        """Evicted pods are deleted, and a bare pod that was refused never existed; both are shown once."""
+        """Evicted pods are deleted, and a bare pod that was refused never existed; both are shown once.
+
+        A forgotten bare pod's name is free again, as on the API server.
+        """
         for pod in list(self.engine.pods.values()):
             if pod.phase is Phase.EVICTED or (pod.phase is Phase.REJECTED and pod.owner is None):
                 self.engine.delete(pod.uid)
+                if pod.owner is None:
+                    self.owners.pop(("Pod", pod.namespace, pod.name), None)
 
     # -- reporting ----------------------------------------------------------
     def report(self, index: int, step: Step, evictions: list) -> dict:

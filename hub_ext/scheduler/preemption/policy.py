@@ -7,6 +7,12 @@
    node on the victims' side stays at or above ``min`` once they leave.
 2. Priority: a pod may evict strictly lower-priority pods of its own leaf or of
    any leaf whose usage is borrowed, never pushing the victims' side below ``min``.
+
+"Below ``min``" is judged for the *contested* resources: those the pod is short
+of (a quota node on its path at ``max``, or no cluster node with enough). A
+victim also frees other resources, but its side keeps its guarantee of those:
+the room stays free for it. Judging every resource instead would let a tenant
+that borrows GPUs while using exactly its guaranteed cpu keep the GPUs forever.
 4. Non-preemptible pods are never victims (they are not in the victim index).
 
 The context records virtual removals; the engine's state is never modified.
@@ -22,6 +28,7 @@ class PreemptionContext:
         self.path = pod.leaf.path
         self.path_set = pod.leaf.path_set
         self.capacity = capacity
+        self.contested = set(self.request)  # narrowed by the search to what the pod is short of
         self.removed: dict = {}  # QNode -> resources virtually freed below it
         self._reclaim: dict = {}
 
@@ -71,10 +78,12 @@ class PreemptionContext:
     def victim_side_ok(self, victim, lca=None) -> bool:
         """Victims' side: no node strictly below ``lca`` drops under its min when ``victim`` leaves too."""
         lca = lca or self.lca(victim.leaf)
+        requests = victim.requests
         for node in victim.leaf.path:
             if node is lca:
                 return True
-            for res, amount in victim.requests.items():
+            for res in self.contested:
+                amount = requests.get(res)
                 if amount and res in node.managed and self.used(node, res) - amount < node.min.get(res, 0):
                     return False
         return True

@@ -5,10 +5,11 @@ Two phases, then pruning:
 A. Quota: victims are taken in the picker's order (see ``ordering``), only
    ones the rules allow (see ``policy``) and that free a resource some quota
    node on the pod's path is short of, until every node on the path has room.
-B. Node: if no cluster node fits the pod yet, look at the nodes of further
-   candidates, in the same order, and on the first node where evicting allowed
-   pods of that node (lowest priority, most recent first) makes room, take them.
-   At most ``MAX_NODES`` nodes are examined.
+B. Node: if no cluster node fits the pod yet, look at the nodes of the
+   candidates phase A passed over, then of further candidates, in the same
+   order, and on the first node where evicting allowed pods of that node
+   (lowest priority, most recent first) makes room, take them. At most
+   ``MAX_NODES`` nodes are examined.
 
 Then each victim, last taken first, is given back if the pod still fits
 without it, so no victim in the plan can be spared. If no set makes room,
@@ -17,6 +18,7 @@ nobody is evicted.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from .ordering import CandidatePicker, victim_key
@@ -45,9 +47,14 @@ class _Search:
                 if cap is not None and node.used.get(res, 0) + amount > cap:
                     self.deficits[(node, res)] = node.used.get(res, 0) + amount - cap
         self.fit = cluster.find_fit(self.request, self.selector)
+        contested = {res for (_, res), short in self.deficits.items() if short > 0}
+        if self.fit is None:
+            contested |= {r for r, a in self.request.items() if cluster.largest_free(r) < a} or set(self.request)
+        self.ctx.contested = contested
         self.freed: dict[str, dict] = {}
         self.picker = CandidatePicker(self.ctx)
         self.chosen: list = []
+        self.passed_over: list = []  # allowed candidates phase A did not need
 
     # -- state of the plan ---------------------------------------------------
     def quota_short(self) -> bool:
@@ -123,13 +130,15 @@ class _Search:
         stream = self.candidates()
         if self.quota_short():
             for victim in stream:
-                if self.helps_quota(victim):
-                    self.take(victim)
-                    if not self.quota_short():
-                        break
+                if not self.helps_quota(victim):
+                    self.passed_over.append(victim)
+                    continue
+                self.take(victim)
+                if not self.quota_short():
+                    break
             if self.quota_short():
                 return None
-        if self.node_fit() is None and not self._make_room_on_a_node(stream):
+        if self.node_fit() is None and not self._make_room_on_a_node(itertools.chain(self.passed_over, stream)):
             return None
         self._prune()
         return Plan(self.chosen, self.node_fit())
@@ -148,10 +157,10 @@ class _Search:
         return False
 
     def _try_node(self, host, first) -> bool:
-        taken = self.picker.taken
+        chosen = {v.uid for v in self.chosen}
         local = [first] + sorted(
             (p for p in host.residents.values()
-             if p is not first and p.phase.value == "Running" and p.preemptible and p.uid not in taken
+             if p is not first and p.phase.value == "Running" and p.preemptible and p.uid not in chosen
              and self.ctx.eligible(p)),
             key=victim_key,
         )
@@ -159,11 +168,11 @@ class _Search:
         for victim in local:
             if victim is not first and not self.ctx.eligible(victim):
                 continue
+            if victim is first and not self.ctx.victim_side_ok(victim):
+                continue
             self.take(victim)
             added.append(victim)
             if host.fits(self.request, self.selector, self.room(host.name)):
-                for v in added:
-                    taken.add(v.uid)
                 return True
         for victim in reversed(added):
             self.take(victim, -1)
