@@ -22,12 +22,14 @@ def _simulate(args) -> int:
     from .sim.simulator import Simulator
 
     scenario = load_scenario(args.scenario)
-    sim = Simulator(scenario)
-    for report in sim.run():
-        if args.json:
-            print(json.dumps(report, sort_keys=False), flush=True)
-        else:
-            print(render_step(report) + "\n", flush=True)
+    try:
+        for report in Simulator(scenario).run():
+            if args.json:
+                print(json.dumps(report, sort_keys=False), flush=True)
+            else:
+                print(render_step(report) + "\n", flush=True)
+    except ValidationError as err:
+        raise err.within(args.scenario) from None
     return 0
 
 
@@ -42,6 +44,12 @@ def _bench(args) -> int:
     from .bench.runner import main as bench_main
 
     return bench_main(args)
+
+
+def _serve(args) -> int:
+    from .service.app import main as serve_main
+
+    return serve_main(args.options)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="small sizes only (seconds, for a smoke run)")
     p.add_argument("--seed", type=int, default=1, help="random seed for the synthetic clusters")
     p.set_defaults(func=_bench)
+
+    p = sub.add_parser("serve", help="run the scheduler service (normally started by the hub)",
+                       description="Options are traitlets: --config FILE, --port N, --ip A, --db URL, --tree FILE, "
+                                   "or any --TenancyService.<trait>=... / --LocalBackend.<trait>=...")
+    p.add_argument("options", nargs=argparse.REMAINDER)
+    p.set_defaults(func=_serve)
     return parser
 
 

@@ -28,7 +28,7 @@ _NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_
 
 # Kubernetes' quantity grammar (apimachinery resource.Quantity): a signed decimal,
 # then a binary or decimal SI suffix or a decimal exponent.
-_QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$")
+_QUANTITY = re.compile(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$")
 
 # Resources whose natural unit is bytes: formatted with binary suffixes.
 _BYTES = ("memory", "ephemeral-storage", "storage")

@@ -123,18 +123,39 @@ class Engine:
     # -- pods ---------------------------------------------------------------
     def submit(
         self, namespace: str, name: str, spec: PodSpec, now: float, *, owner=None, labels=None,
-        annotations=None, preemptible: bool = True, duration: float | None = None,
+        annotations=None, preemptible: bool = True, duration: float | None = None, created: float | None = None,
     ) -> Pod:
-        """Create a pod: checked as the API server would, then queued (or Rejected, with the reason)."""
+        """Create a pod: checked as the API server would, then queued (or Rejected, with the reason).
+
+        ``created`` (default ``now``) orders the queue; a restored pod keeps its place with it.
+        """
         pod = Pod(
             uid=next(self._uids), namespace=namespace, name=name, spec=spec, requests={}, limits={},
-            priority=0, priority_class=spec.priority_class_name, created=now, owner=owner,
+            priority=0, priority_class=spec.priority_class_name, created=now if created is None else created,
+            owner=owner,
             labels=dict(labels or {}), annotations=dict(annotations or {}), preemptible=preemptible,
             duration=duration, leaf=self.quota.leaf_for(namespace),
         )
         self.pods[pod.uid] = pod
         self._admit_submission(pod)
         return pod
+
+    def adopt(self, pod: Pod, node_name: str, admitted_at: float) -> bool:
+        """Put a queued pod straight back on ``node_name`` as Running (state rebuilt after a restart).
+
+        No decision is made: the pod was admitted before. False (and the pod
+        stays queued) when the node is gone or no longer has room for it.
+        """
+        node = self.cluster.nodes.get(node_name)
+        if pod.phase is not Phase.PENDING or pod.nominated or node is None or not node.fits(pod.requests):
+            return False
+        self.pending.remove(pod)
+        self.cluster.bind(node, pod)
+        self.quota.charge(pod)
+        pod.phase, pod.node, pod.admitted_at, pod.reason = Phase.RUNNING, node.name, admitted_at, None
+        self.quota.index_victim(pod)
+        self._count_admission(pod)
+        return True
 
     def resubmit(self, pod: Pod, now: float) -> bool:
         """Try a Rejected pod again (a controller asking once more); True when it is queued now."""
@@ -179,6 +200,13 @@ class Engine:
         pod = self.pods[uid]
         self._release(pod)
         pod.phase, pod.finished_at, pod.reason = Phase.SUCCEEDED, now, None
+        return pod
+
+    def fail(self, uid: int, now: float, reason: Reason | None = None) -> Pod:
+        """A running (or terminating) pod ended in failure."""
+        pod = self.pods[uid]
+        self._release(pod)
+        pod.phase, pod.finished_at, pod.reason = Phase.FAILED, now, reason
         return pod
 
     def complete_eviction(self, uid: int, now: float) -> list[Pod]:

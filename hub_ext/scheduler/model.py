@@ -16,6 +16,7 @@ class Phase(str, enum.Enum):
     EVICTED = "Evicted"
     REJECTED = "Rejected"  # refused at submission (ResourceQuota, LimitRange, unknown class)
     SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
 
     def __str__(self) -> str:
         return self.value

@@ -189,5 +189,7 @@ class QuotaState:
             return out
         for spec in self.tree.root.walk():
             node = self.nodes[spec.name]
-            out[node.name] = {"min": node.min, "max": node.max, "used": {r: v for r, v in node.used.items() if v}}
+            # Only what the node manages: a GPU-only tree reports no cpu.
+            used = {r: v for r, v in node.used.items() if v and r in node.managed}
+            out[node.name] = {"min": node.min, "max": node.max, "used": used}
         return out

@@ -19,7 +19,7 @@ from ..quota.tree import ElasticQuotaTree
 from ..quota.workloads import WorkloadSpec
 from ..scheduler.engine import Engine
 from ..scheduler.model import Phase
-from .controllers import Owner
+from ..scheduler.owners import Owner
 from .scenario import Ref, Scenario, Step
 
 # A step that has not settled after this many decision rounds is a bug, not a scenario.

@@ -11,8 +11,8 @@ as Rejected and is tried again on every reconcile, as a controller retries.
 from __future__ import annotations
 
 from ..quota.workloads import WorkloadSpec
-from ..scheduler.engine import Engine
-from ..scheduler.model import Phase, Pod
+from .engine import Engine
+from .model import Phase, Pod
 
 _ACTIVE = (Phase.PENDING, Phase.RUNNING, Phase.REJECTED)
 
