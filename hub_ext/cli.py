@@ -52,6 +52,74 @@ def _serve(args) -> int:
     return serve_main(args.options)
 
 
+def _client_call(fn):
+    """Run a client command; the service's refusals become the one-line error."""
+    from .client.api import TenancyError
+
+    def run(args) -> int:
+        try:
+            return fn(args)
+        except TenancyError as err:
+            raise ValidationError(str(err)) from None
+
+    return run
+
+
+@_client_call
+def _submit(args) -> int:
+    from .client.api import submit_training
+
+    command, script = None, None
+    if args.command and args.command[0] == "--":
+        args.command = args.command[1:]
+    if len(args.command) == 1 and args.command[0].endswith(".py"):
+        try:
+            with open(args.command[0], encoding="utf-8") as f:
+                script = f.read()
+        except OSError as err:
+            raise ValidationError(f"{args.command[0]}: cannot read: {err.strerror}") from None
+    elif args.command:
+        command = args.command
+    else:
+        raise ValidationError("submit: give a script (train.py) or a command after --")
+    job = submit_training(command, script=script, cpu=args.cpu, memory=args.memory, gpu=args.gpu,
+                          replicas=args.replicas, priority_class=args.priority_class, tenant=args.tenant,
+                          name=args.name, wait=args.wait)
+    print(job.status())
+    return 0 if job.state != "Failed" else 1
+
+
+@_client_call
+def _jobs(args) -> int:
+    from .client.api import TenancyClient
+
+    rows = TenancyClient().jobs(kind="training" if not args.all else None)
+    print(f"{'ID':<10} {'NAME':<24} {'NAMESPACE':<16} {'STATE':<10} REASON")
+    for j in rows:
+        reason = j.get("message") or ""
+        if j.get("position"):
+            reason += f" [position {j['position']}]"
+        print(f"{j['id']:<10} {j['name'][:24]:<24} {j['namespace'][:16]:<16} {j['state']:<10} {reason}")
+    return 0
+
+
+@_client_call
+def _logs(args) -> int:
+    from .client.api import TenancyClient
+
+    sys.stdout.write(TenancyClient().logs(args.id, args.pod))
+    return 0
+
+
+@_client_call
+def _cancel(args) -> int:
+    from .client.api import TenancyClient
+
+    job = TenancyClient().cancel(args.id)
+    print(f"{job['name']} ({job['id']}): {job['state']}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tenancy", description="Multi-tenant quota and preemption for JupyterHub.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -71,6 +139,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1, help="random seed for the synthetic clusters")
     p.set_defaults(func=_bench)
 
+    p = sub.add_parser("submit", help="submit a training job (inside a hub notebook or terminal)")
+    p.add_argument("--cpu")
+    p.add_argument("--memory")
+    p.add_argument("--gpu")
+    p.add_argument("--replicas", type=int, default=1)
+    p.add_argument("--priority-class", dest="priority_class")
+    p.add_argument("--tenant", help="team (hub group), when you are in several")
+    p.add_argument("--name")
+    p.add_argument("--wait", action="store_true", help="wait until the job ends")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="train.py, or -- COMMAND ARGS...")
+    p.set_defaults(func=_submit)
+
+    p = sub.add_parser("jobs", help="list your team's training jobs")
+    p.add_argument("--all", action="store_true", help="notebooks too")
+    p.set_defaults(func=_jobs)
+
+    p = sub.add_parser("logs", help="print a job's output")
+    p.add_argument("id")
+    p.add_argument("--pod")
+    p.set_defaults(func=_logs)
+
+    p = sub.add_parser("cancel", help="cancel a job")
+    p.add_argument("id")
+    p.set_defaults(func=_cancel)
+
     p = sub.add_parser("serve", help="run the scheduler service (normally started by the hub)",
                        description="Options are traitlets: --config FILE, --port N, --ip A, --db URL, --tree FILE, "
                                    "or any --TenancyService.<trait>=... / --LocalBackend.<trait>=...")
@@ -80,8 +173,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    if argv[:1] == ["serve"]:
+        # Everything after "serve" is the service's own (traitlets) command line.
+        args = argparse.Namespace(func=_serve, options=argv[1:])
+    else:
+        args = parser.parse_args(argv)
     try:
         return args.func(args)
     except ValidationError as err:

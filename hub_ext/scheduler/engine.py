@@ -384,9 +384,13 @@ class Engine:
         if code == QUOTA_MAX:
             leaving = node.leaving.get(res, 0)
             used, limit = node.used.get(res, 0) + leaving, node.max[res]
-            text = f"quota {node.name} is at its max for {res}: needs {format_milli(res, need)}, uses " \
-                   f"{format_milli(res, used)} of {format_milli(res, limit)}" + \
-                   (f" ({format_milli(res, leaving)} held by pods terminating)" if leaving else "")
+            if need > limit:
+                text = f"needs {format_milli(res, need)} {res}, more than quota {node.name}'s max of " \
+                       f"{format_milli(res, limit)}: it can never start; ask for less"
+            else:
+                text = f"quota {node.name} is at its max for {res}: needs {format_milli(res, need)}, uses " \
+                       f"{format_milli(res, used)} of {format_milli(res, limit)}" + \
+                       (f" ({format_milli(res, leaving)} held by pods terminating)" if leaving else "")
         else:
             used, limit = node.np_used.get(res, 0), node.min.get(res, 0)
             text = f"non-preemptible pods only run within guarantees: quota {node.name} guarantees " \

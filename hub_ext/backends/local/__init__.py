@@ -1,0 +1,5 @@
+"""The embedded backend: a declared virtual capacity, workloads as local processes."""
+
+from .backend import LocalBackend
+
+__all__ = ["LocalBackend"]

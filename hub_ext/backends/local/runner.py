@@ -1,0 +1,43 @@
+"""``python -m hub_ext.backends.local.runner EXIT_FILE -- COMMAND...``: run a training pod's command.
+
+It passes SIGTERM/SIGINT on to the command and writes the command's exit
+status to EXIT_FILE, so a restarted service can learn how a pod it did not
+start itself ended.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 3 or argv[1] != "--":
+        print("usage: python -m hub_ext.backends.local.runner EXIT_FILE -- COMMAND...", file=sys.stderr)
+        return 2
+    exit_file, command = argv[0], argv[2:]
+    try:
+        child = subprocess.Popen(command)
+    except OSError as err:
+        print(f"cannot run {command[0]}: {err.strerror or err}", file=sys.stderr, flush=True)
+        code = 127
+    else:
+        def forward(signum, _frame):
+            child.send_signal(signum)
+
+        signal.signal(signal.SIGTERM, forward)
+        signal.signal(signal.SIGINT, forward)
+        code = child.wait()
+        if code < 0:  # killed by a signal: report it the shell's way
+            code = 128 - code
+    tmp = exit_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(code))
+    os.replace(tmp, exit_file)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

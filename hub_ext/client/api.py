@@ -1,0 +1,150 @@
+"""A small client of the scheduler service's REST API (standard library only, so any kernel can use it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+
+FINAL = ("Succeeded", "Failed", "Cancelled", "Stopped", "Preempted", "Rejected")
+
+
+class TenancyError(RuntimeError):
+    """The service said no (its one-line message), or could not be reached."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class TenancyClient:
+    def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30):
+        self.url = (url or os.environ.get("TENANCY_API_URL") or "").rstrip("/")
+        self.token = token or os.environ.get("JUPYTERHUB_API_TOKEN") or os.environ.get("JPY_API_TOKEN") or ""
+        self.timeout = timeout
+        if not self.url:
+            raise TenancyError("TENANCY_API_URL is not set: run this inside a hub notebook, or pass url=")
+        if not self.token:
+            raise TenancyError("JUPYTERHUB_API_TOKEN is not set: run this inside a hub notebook, or pass token=")
+
+    def request(self, method: str, path: str, body=None, *, raw: bool = False):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers={
+            "Authorization": f"token {self.token}", "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                payload = resp.read()
+        except urllib.error.HTTPError as err:
+            text = err.read().decode("utf-8", "replace")
+            try:
+                message = json.loads(text).get("error") or text
+            except ValueError:
+                message = text or err.reason
+            raise TenancyError(f"{message} (HTTP {err.code})", err.code) from None
+        except (urllib.error.URLError, OSError) as err:
+            raise TenancyError(f"the tenancy service at {self.url} is unreachable: {getattr(err, 'reason', err)}") from None
+        return payload.decode("utf-8", "replace") if raw else json.loads(payload or b"null")
+
+    def me(self) -> dict:
+        return self.request("GET", "/me")
+
+    def submit(self, **body) -> dict:
+        return self.request("POST", "/workloads", {k: v for k, v in body.items() if v is not None})
+
+    def get(self, wid: str) -> dict:
+        return self.request("GET", f"/workloads/{wid}")
+
+    def jobs(self, **filters) -> list[dict]:
+        query = "&".join(f"{k}={v}" for k, v in filters.items() if v)
+        return self.request("GET", "/workloads" + (f"?{query}" if query else ""))["workloads"]
+
+    def cancel(self, wid: str) -> dict:
+        return self.request("DELETE", f"/workloads/{wid}")
+
+    def logs(self, wid: str, pod: str | None = None) -> str:
+        return self.request("GET", f"/workloads/{wid}/logs" + (f"?pod={pod}" if pod else ""), raw=True)
+
+
+@dataclass
+class Job:
+    """A submitted training job; ``refresh()`` asks the service again."""
+
+    client: TenancyClient
+    data: dict
+
+    @property
+    def id(self) -> str:
+        return self.data["id"]
+
+    @property
+    def state(self) -> str:
+        return self.data["state"]
+
+    def refresh(self) -> "Job":
+        self.data = self.client.get(self.id)
+        return self
+
+    def status(self) -> str:
+        """One line: state, and why it waits (with its queue position) if it does."""
+        d = self.refresh().data
+        line = f"{d['name']} ({d['id']}): {d['state']}"
+        if d.get("message") and d["state"] != "Succeeded":
+            line += f" - {d['message']}"
+        if d.get("position"):
+            line += f" [position {d['position']} in the queue, {d.get('leafPosition')} in your team]"
+        return line
+
+    def logs(self, pod: str | None = None) -> str:
+        return self.client.logs(self.id, pod)
+
+    def cancel(self) -> "Job":
+        self.data = self.client.cancel(self.id)
+        return self
+
+    def wait(self, timeout: float | None = None, poll: float = 1.0) -> "Job":
+        """Block until the job ends (or ``timeout`` seconds pass)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.refresh().state not in FINAL:
+            if deadline is not None and time.monotonic() > deadline:
+                break
+            time.sleep(poll)
+        return self
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<code>{html.escape(self.status())}</code>"
+
+    def __repr__(self) -> str:
+        return f"<Job {self.data.get('name')} ({self.id}): {self.state}>"
+
+
+def submit_training(command=None, *, script: str | None = None, cpu=None, memory=None, gpu=None,
+                    resources: dict | None = None, replicas: int = 1, priority_class: str | None = None,
+                    tenant: str | None = None, name: str | None = None, env: dict | None = None,
+                    client: TenancyClient | None = None, wait: bool = False) -> Job:
+    """Submit a training job from a notebook.
+
+    ``command`` is a list (``["python", "train.py"]``) or a string run by the shell;
+    or pass ``script=`` with Python source. Resources either as ``cpu=``/``memory=``/
+    ``gpu=`` or as a Kubernetes-style ``resources={"requests": {...}, "limits": {...}}``.
+    Jobs default to ``high-priority-research``; ``critical-prod`` only where your team allows it.
+    """
+    client = client or TenancyClient()
+    if isinstance(command, str):
+        command = ["/bin/sh", "-c", command]
+    requests = dict((resources or {}).get("requests", {}))
+    for key, value in (("cpu", cpu), ("memory", memory), ("nvidia.com/gpu", gpu)):
+        if value is not None:
+            requests[key] = str(value)
+    body = {
+        "kind": "training", "command": command, "script": script, "replicas": replicas,
+        "priorityClassName": priority_class, "tenant": tenant or os.environ.get("TENANCY_TENANT") or None,
+        "name": name, "env": env,
+        "resources": {"requests": requests, "limits": dict((resources or {}).get("limits", {}))},
+    }
+    job = Job(client, client.submit(**body))
+    return job.wait() if wait else job

@@ -1,0 +1,520 @@
+"""The controller: submissions in, engine decisions out, acted on by a backend, persisted as they happen.
+
+It owns the engine and the owners (one per workload: a notebook is a bare
+pod, a training job a Job with ``replicas`` pods), and after every change it
+runs ``tick``: reconcile owners, ask the engine, start the admitted pods and
+evict the victims through the backend, write the rows, tell listeners.
+Time is wall-clock seconds; the engine stays pure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import secrets
+import time
+from dataclasses import dataclass, field
+
+from ..quota.errors import ValidationError
+from ..quota.quantity import format_list
+from ..quota.tree import ElasticQuotaTree
+from ..quota.workloads import WorkloadSpec
+from ..scheduler.engine import Engine
+from ..scheduler.model import Phase, Reason
+from ..scheduler.owners import Owner
+from ..tenants import Tenant, tree_with_tenants
+from .store import PodRow, Store, WorkloadRow
+from .workloads import NOTEBOOK, TRAINING, check_body, pod_template
+
+FINAL = ("Succeeded", "Failed", "Cancelled", "Stopped", "Preempted", "Rejected")
+
+
+class Forbidden(Exception):
+    """The caller may not do this (a 403); the message says why."""
+
+
+@dataclass
+class Identity:
+    name: str
+    admin: bool = False
+    tenants: list[Tenant] = field(default_factory=list)
+    kind: str = "user"
+
+    def namespaces(self) -> list[str] | None:
+        """Namespaces this identity may act in (None: all)."""
+        return None if self.admin else [t.namespace for t in self.tenants if t.usable]
+
+
+class Controller:
+    def __init__(self, *, store: Store, backend, tree: ElasticQuotaTree | None, log=None,
+                 notebook_priority_class: str = "low-priority-dev",
+                 training_priority_class: str = "high-priority-research", clock=time.time, metrics=None):
+        self.store, self.backend, self.base_tree = store, backend, tree
+        self.log = log or logging.getLogger("tenancy")
+        self.notebook_priority_class = notebook_priority_class
+        self.training_priority_class = training_priority_class
+        self.clock = clock
+        self.metrics = metrics
+        self.engine = Engine(tree)
+        for node in backend.nodes():
+            self.engine.add_node(node.name, node.allocatable, node.labels)
+        backend.controller = self
+        self.tenants: list[Tenant] = []
+        self.tree_manifest: dict | None = None  # the configured tree as written
+        self.owners: dict[str, Owner] = {}
+        self.rows: dict[str, WorkloadRow] = {}  # active workloads
+        self.pod_rows: dict[int, PodRow] = {}  # engine uid -> row
+        self.listeners: set[asyncio.Queue] = set()
+        self._dirty = asyncio.Event()
+        self._tasks: set[asyncio.Task] = set()
+
+    # -- tenants and tree -----------------------------------------------------
+    def set_tenants(self, tenants: list[Tenant]) -> None:
+        old = {(t.namespace, t.leaf) for t in self.tenants if t.usable}
+        self.tenants = tenants
+        if {(t.namespace, t.leaf) for t in tenants if t.usable} != old:
+            self.engine.set_tree(tree_with_tenants(self.base_tree, tenants))
+            self.poke()
+
+    def set_tree(self, tree: ElasticQuotaTree | None) -> None:
+        self.base_tree = tree
+        self.engine.set_tree(tree_with_tenants(tree, self.tenants))
+        self.poke()
+
+    def apply_object(self, obj) -> None:
+        """A ResourceQuota, LimitRange, PriorityClass or Namespace from configuration."""
+        from ..quota.limitrange import LimitRange
+        from ..quota.namespace import Namespace
+        from ..quota.priorityclass import PriorityClass
+        from ..quota.resourcequota import ResourceQuota
+
+        if isinstance(obj, ResourceQuota):
+            self.engine.apply_resource_quota(obj)
+        elif isinstance(obj, LimitRange):
+            self.engine.apply_limit_range(obj)
+        elif isinstance(obj, PriorityClass):
+            self.engine.apply_priority_class(obj)
+        elif not isinstance(obj, Namespace):
+            raise ValidationError(f"{type(obj).__name__} cannot be configured here (ResourceQuota, LimitRange, PriorityClass, Namespace)")
+
+    def preview_tree(self, tree: ElasticQuotaTree | None) -> dict:
+        """What changing the tree to ``tree`` would do now, on a copy: who would be evicted, who would start."""
+        engine = copy.deepcopy(self.engine)
+        engine.set_tree(tree_with_tenants(tree, self.tenants))
+        now = self.clock()
+        evictions, admitted = [], []
+        for _ in range(100):
+            d = engine.schedule(now)
+            evictions += [e.to_dict() for e in d.evictions]
+            admitted += [{"namespace": p.namespace, "name": p.name} for p in d.admitted + d.nominated]
+            if not d:
+                break
+        quota = {name: {k: format_list(v[k]) for k in ("min", "max", "used")} for name, v in engine.quota.report().items()}
+        return {"evictions": evictions, "admitted": admitted, "quota": quota, "warnings": list(engine.warnings)}
+
+    def tenant_for(self, who: Identity, tenant: str | None, namespace: str | None) -> Tenant | None:
+        """The tenant a submission goes to; Forbidden when the caller is not a member."""
+        candidates = self.tenants if who.admin else who.tenants
+        if tenant is not None:
+            match = next((t for t in candidates if t.group == tenant), None)
+        elif namespace is not None:
+            match = next((t for t in candidates if t.namespace == namespace), None)
+            if match is None and who.admin:
+                return None  # admins may use any namespace, tenant or not
+        else:
+            usable = [t for t in who.tenants if t.usable]
+            if len(usable) != 1:
+                names = ", ".join(t.group for t in usable) or "none"
+                raise ValidationError(f"workload: say which team (tenant) to use; yours: {names}")
+            match = usable[0]
+        if match is None:
+            raise Forbidden(f"{who.name} is not a member of {'tenant ' + tenant if tenant else 'a tenant with namespace ' + str(namespace)}")
+        if match.errors:
+            raise ValidationError(f"tenant {match.group} is misconfigured: {match.errors[0]}")
+        return match
+
+    # -- submissions ----------------------------------------------------------
+    def submit(self, who: Identity, body) -> WorkloadRow:
+        spec = check_body(body)
+        tenant = self.tenant_for(who, spec.get("tenant"), spec.get("namespace"))
+        namespace = tenant.namespace if tenant else spec["namespace"]
+        kind = spec["kind"]
+        default = self.notebook_priority_class if kind == NOTEBOOK else self.training_priority_class
+        pc = spec.get("priorityClassName", default)
+        if kind == TRAINING and not who.admin and tenant is not None and pc not in tenant.priority_classes:
+            raise Forbidden(f"tenant {tenant.group} may not use priority class {pc} (allowed: {', '.join(tenant.priority_classes)})")
+        if kind == NOTEBOOK and pc != self.notebook_priority_class and not who.admin:
+            raise Forbidden(f"notebooks run at {self.notebook_priority_class}")
+        if pc not in self.engine.classes.by_name:
+            raise ValidationError(f"workload: no PriorityClass named {pc}")
+        now = self.clock()
+        wid = secrets.token_hex(4)
+        name = spec.get("name") or (f"nb-{who.name}" if kind == NOTEBOOK else "train") + f"-{wid}"
+        spec["priorityClassName"] = pc
+        row = WorkloadRow(id=wid, kind=kind, name=_dns(name), user=who.name, namespace=namespace,
+                          tenant=tenant.group if tenant else None, spec=spec, state="Pending", created=now,
+                          succeeded=0)
+        self.store.add(row)
+        try:
+            self._make_owner(row)
+            self.store.record(now, "submitted", f"{who.name} submitted {kind} {row.name} to {namespace} at {pc}", wid)
+            self._reconcile(row, now)
+            self._sync(row)
+            self.store.commit()
+        except Exception:
+            self.store.session.rollback()
+            owner = self.owners.pop(wid, None)
+            for pod in owner.pods if owner else []:
+                self.engine.delete(pod.uid)
+                self.pod_rows.pop(pod.uid, None)
+            self.rows.pop(wid, None)
+            raise
+        self.poke()
+        return row
+
+    def _make_owner(self, row: WorkloadRow) -> Owner:
+        spec = row.spec
+        template = pod_template(spec, spec["priorityClassName"], spec.get("gracePeriodSeconds"))
+        kind = "Pod" if row.kind == NOTEBOOK else "Job"
+        owner = Owner(WorkloadSpec(kind=kind, namespace=row.namespace, name=row.name, template=template,
+                                   pods=spec.get("replicas", 1), completions=spec.get("replicas", 1) if kind == "Job" else None))
+        owner.succeeded = row.succeeded or 0
+        self.owners[row.id] = owner
+        self.rows[row.id] = row
+        return owner
+
+    def cancel(self, who: Identity, row: WorkloadRow) -> WorkloadRow:
+        self.check_access(who, row)
+        if row.state in FINAL:
+            return row
+        now = self.clock()
+        owner = self.owners.pop(row.id, None)
+        preempted = False
+        for pod in list(owner.pods if owner else []):
+            prow = self.pod_rows.get(pod.uid)
+            if pod.phase is Phase.TERMINATING and row.kind == NOTEBOOK:
+                preempted = True  # its server stopping is the end of an eviction
+            if pod.phase in (Phase.RUNNING, Phase.TERMINATING) and prow is not None:
+                self._spawn(self.backend.stop(row, pod, prow))
+            self.engine.delete(pod.uid)
+            if prow is not None:
+                prow.phase = "Evicted" if pod.phase is Phase.TERMINATING else "Deleted"
+                prow.finished_at = now
+                self.pod_rows.pop(pod.uid, None)
+        if preempted:
+            row.state = "Preempted"
+        else:
+            row.state = "Stopped" if row.kind == NOTEBOOK else "Cancelled"
+            self.store.record(now, "cancelled", f"{who.name} {'stopped' if row.kind == NOTEBOOK else 'cancelled'} {row.name}", row.id)
+        row.finished = now
+        self.rows.pop(row.id, None)
+        self.store.commit()
+        self.poke()
+        return row
+
+    def check_access(self, who: Identity, row: WorkloadRow) -> None:
+        namespaces = who.namespaces()
+        if namespaces is not None and row.user != who.name and row.namespace not in namespaces:
+            raise Forbidden(f"{who.name} may not act on workloads in namespace {row.namespace}")
+
+    # -- the loop -----------------------------------------------------------------
+    def poke(self) -> None:
+        self._dirty.set()
+
+    async def run(self, interval: float = 1.0) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._dirty.wait(), interval)
+            except asyncio.TimeoutError:
+                pass
+            self._dirty.clear()
+            try:
+                self.tick()
+            except Exception:  # noqa: BLE001 - one bad tick must not stop scheduling
+                self.log.exception("scheduling pass failed")
+
+    def tick(self) -> None:
+        now = self.clock()
+        started = time.perf_counter()
+        touched: set[str] = set()
+        for _ in range(100):
+            for wid, row in list(self.rows.items()):
+                self._reconcile(row, now)
+            decisions = self.engine.schedule(now)
+            if not decisions:
+                break
+            for pod in decisions.admitted:
+                self._start(pod, now)
+                touched.add(self._wid(pod))
+            for ev in decisions.evictions:
+                self._evict(ev, now)
+                touched.add(self._wid(ev.victim))
+            for pod in decisions.nominated:
+                touched.add(self._wid(pod))
+        if self.metrics is not None:
+            self.metrics.observe_tick(self, time.perf_counter() - started)
+        for row in list(self.rows.values()):
+            self._sync(row)
+        self.store.commit()
+        self.notify(touched)
+
+    def _wid(self, pod) -> str | None:
+        prow = self.pod_rows.get(pod.uid)
+        return prow.workload_id if prow else None
+
+    def _reconcile(self, row: WorkloadRow, now: float) -> None:
+        owner = self.owners.get(row.id)
+        if owner is None:
+            return
+        before = {p.uid for p in owner.pods}
+        owner.reconcile(self.engine, now)
+        for index, pod in enumerate(owner.pods):
+            if pod.uid not in before and pod.uid not in self.pod_rows:
+                prow = PodRow(workload_id=row.id, index=_index(pod.name, index), name=pod.name,
+                              phase=pod.phase.value, created=pod.created)
+                row.pods.append(prow)
+                self.pod_rows[pod.uid] = prow
+
+    def _start(self, pod, now: float) -> None:
+        prow = self.pod_rows.get(pod.uid)
+        row = self.rows.get(prow.workload_id) if prow else None
+        if row is None:
+            return
+        self.store.record(now, "started", f"{pod.name} admitted on {pod.node}", row.id)
+        if self.metrics is not None:
+            self.metrics.admitted(pod)
+        self._spawn(self.backend.start(row, pod, prow))
+
+    def _evict(self, ev, now: float) -> None:
+        victim = ev.victim
+        prow = self.pod_rows.get(victim.uid)
+        row = self.rows.get(prow.workload_id) if prow else None
+        if row is None:
+            return
+        self.store.record(now, victim.reason.code, victim.reason.message, row.id, victim.reason.details)
+        if self.metrics is not None:
+            self.metrics.evicted(victim)
+        self._spawn(self.backend.evict(row, victim, prow, ev.deadline - now, victim.reason))
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self.log.error("backend action failed", exc_info=task.exception())
+
+    # -- what backends report -------------------------------------------------------
+    def pod_exited(self, uid: int, code: int) -> None:
+        pod = self.engine.pods.get(uid)
+        if pod is None:
+            return
+        if pod.phase is Phase.TERMINATING:
+            self.eviction_done(uid)
+            return
+        if pod.phase is not Phase.RUNNING:
+            return
+        now = self.clock()
+        prow = self.pod_rows.get(uid)
+        row = self.rows.get(prow.workload_id) if prow else None
+        if code == 0:
+            self.engine.finish(uid, now)
+            owner = self.owners.get(row.id) if row else None
+            if owner is not None:
+                owner.on_finished(pod)
+                row.succeeded = owner.succeeded
+            if row:
+                self.store.record(now, "succeeded", f"{pod.name} finished", row.id)
+        else:
+            self.engine.fail(uid, now, Reason("failed", f"{pod.name} exited with status {code}", {"exitCode": code}))
+            if row:
+                self.store.record(now, "failed", f"{pod.name} exited with status {code}", row.id)
+                self._finish_failed(row, now)
+        self._sync_pod(pod)
+        self.store.commit()
+        self.poke()
+
+    def _finish_failed(self, row: WorkloadRow, now: float) -> None:
+        owner = self.owners.pop(row.id, None)
+        for pod in list(owner.pods if owner else []):
+            prow = self.pod_rows.get(pod.uid)
+            if pod.phase in (Phase.RUNNING, Phase.TERMINATING) and prow is not None:
+                self._spawn(self.backend.stop(row, pod, prow))
+            if pod.phase in (Phase.PENDING, Phase.RUNNING, Phase.TERMINATING, Phase.REJECTED):
+                self.engine.delete(pod.uid)
+        self._sync(row, owner)
+        row.state, row.finished = "Failed", now
+        self.rows.pop(row.id, None)
+
+    def eviction_done(self, uid: int) -> None:
+        pod = self.engine.pods.get(uid)
+        if pod is None or pod.phase is not Phase.TERMINATING:
+            return
+        now = self.clock()
+        started = self.engine.complete_eviction(uid, now)
+        self._sync_pod(pod)
+        for p in started:
+            self._start(p, now)
+        prow = self.pod_rows.get(uid)
+        row = self.rows.get(prow.workload_id) if prow else None
+        if row is not None and row.kind == NOTEBOOK:
+            self._sync(row)
+            row.state, row.finished = "Preempted", now
+            self.rows.pop(row.id, None)
+            self.owners.pop(row.id, None)
+        self.store.commit()
+        self.poke()
+
+    # -- state of rows ----------------------------------------------------------------
+    def _sync_pod(self, pod) -> None:
+        prow = self.pod_rows.get(pod.uid)
+        if prow is None:
+            return
+        prow.phase, prow.node = pod.phase.value, pod.node
+        prow.admitted_at, prow.finished_at = pod.admitted_at, pod.finished_at
+        prow.created = pod.created
+        prow.reason = pod.reason.to_dict() if pod.reason else None
+
+    def _sync(self, row: WorkloadRow, owner: Owner | None = None) -> None:
+        owner = owner or self.owners.get(row.id)
+        if owner is None:
+            return
+        for pod in owner.pods:
+            self._sync_pod(pod)
+        phases = [p.phase for p in owner.pods if p.uid in self.engine.pods]
+        if row.kind == TRAINING and owner.succeeded >= (row.spec.get("replicas") or 1):
+            row.state, row.finished = "Succeeded", row.finished or self.clock()
+            self.rows.pop(row.id, None)
+            self.owners.pop(row.id, None)
+        elif any(p is Phase.RUNNING for p in phases):
+            row.state = "Running"
+        elif row.kind == NOTEBOOK and phases and phases[0] is Phase.REJECTED:
+            row.state, row.finished = "Rejected", self.clock()
+            self.rows.pop(row.id, None)
+            self.owners.pop(row.id, None)
+            for pod in owner.pods:
+                self.engine.delete(pod.uid)
+        elif row.state not in FINAL:
+            row.state = "Pending"
+
+    # -- views ------------------------------------------------------------------------
+    def view(self, row: WorkloadRow, *, events: bool = False) -> dict:
+        positions = self.engine.positions()
+        owner = self.owners.get(row.id)
+        live = {p.name: p for p in (owner.pods if owner else [])}
+        pods = []
+        for prow in row.pods:
+            item = {"name": prow.name, "phase": prow.phase, "node": prow.node, "created": prow.created,
+                    "startedAt": prow.admitted_at, "finishedAt": prow.finished_at, **(prow.reason or {})}
+            pod = live.get(prow.name)
+            if pod is not None and pod.uid in positions:
+                item["position"], item["leafPosition"] = positions[pod.uid]
+            pods.append(item)
+        current = [p for p in pods if p["phase"] not in ("Deleted",)]
+        waiting = [p for p in current if p["phase"] in ("Pending", "Rejected")]
+        head = waiting[0] if waiting else (current[-1] if current else {})
+        out = {
+            "id": row.id, "kind": row.kind, "name": row.name, "user": row.user, "namespace": row.namespace,
+            "tenant": row.tenant, "priorityClassName": row.spec.get("priorityClassName"),
+            "state": row.state, "created": row.created, "finished": row.finished,
+            "replicas": row.spec.get("replicas", 1), "succeeded": row.succeeded,
+            "resources": row.spec.get("resources"), "serverName": row.spec.get("serverName"),
+            "reason": head.get("reason"), "message": head.get("message"), "details": head.get("details"),
+            "position": head.get("position"), "leafPosition": head.get("leafPosition"),
+            "pods": pods,
+        }
+        if events:
+            out["events"] = [{"time": e.time, "type": e.type, "message": e.message, **({"details": e.details} if e.details else {})}
+                             for e in self.store.events(row.id)]
+        return out
+
+    def quota_view(self) -> dict:
+        return {name: {"min": format_list(v["min"]), "max": format_list(v["max"]), "used": format_list(v["used"])}
+                for name, v in self.engine.quota.report().items()}
+
+    # -- listeners (server-sent events) ----------------------------------------------
+    def notify(self, workload_ids) -> None:
+        for wid in workload_ids:
+            if wid is None:
+                continue
+            row = self.store.workload(wid)
+            if row is None:
+                continue
+            message = {"type": "workload", "workload": self.view(row)}
+            for queue in list(self.listeners):
+                queue.put_nowait(message)
+
+    # -- restart --------------------------------------------------------------------------
+    async def restore(self) -> int:
+        """Rebuild engine and owners from the store: no workload lost, none admitted twice.
+
+        Queued pods keep their place (their creation time); pods that still run
+        are adopted where they ran; a training pod that ended while we were
+        away is finished with its recorded exit status; a pod caught in its
+        grace period is stopped and, for a training job, queued again.
+        """
+        count = 0
+        now = self.clock()
+        for row in self.store.active_workloads():
+            owner = self._make_owner(row)
+            for prow in row.pods:
+                owner._next_index = max(owner._next_index, prow.index + 1)
+                if prow.phase not in ("Pending", "Running", "Rejected", "Terminating"):
+                    continue
+                pod = self.engine.submit(
+                    row.namespace, prow.name, owner.spec.template, now, created=prow.created,
+                    owner=None if row.kind == NOTEBOOK else (owner.spec.kind, owner.spec.name))
+                owner.pods.append(pod)
+                self.pod_rows[pod.uid] = prow
+                if prow.phase not in ("Running", "Terminating"):
+                    continue
+                status = await self.backend.recover(row, prow, pod)
+                if status == "running" and prow.phase == "Running" and self.engine.adopt(pod, prow.node, prow.admitted_at or now):
+                    continue
+                if status == "running":
+                    self._spawn(self.backend.stop(row, pod, prow))
+                self._restore_ended(row, owner, pod, prow, status, now)
+            if row.state not in FINAL:
+                count += 1
+            else:
+                self.rows.pop(row.id, None)
+                self.owners.pop(row.id, None)
+        self.store.record(now, "restored", f"restored {count} active workload(s)")
+        self.store.commit()
+        self.poke()
+        return count
+
+    def _restore_ended(self, row, owner, pod, prow, status, now) -> None:
+        """A pod that ran before the restart and does not run now."""
+        was_evicted = prow.phase == "Terminating"
+        if isinstance(status, tuple) and not was_evicted:  # ("exited", code)
+            code = status[1]
+            self.engine.delete(pod.uid)
+            owner.pods.remove(pod)
+            prow.phase, prow.finished_at = ("Succeeded" if code == 0 else "Failed"), now
+            self.store.record(now, "succeeded" if code == 0 else "failed",
+                              f"{prow.name} exited with status {code} while the service was down", row.id)
+            if code == 0:
+                owner.succeeded += 1
+                row.succeeded = owner.succeeded
+            else:
+                row.state, row.finished = "Failed", now
+            return
+        if row.kind == NOTEBOOK:
+            self.engine.delete(pod.uid)
+            owner.pods.remove(pod)
+            prow.phase, prow.finished_at = "Evicted", now
+            row.state, row.finished = ("Preempted" if was_evicted else "Stopped"), now
+        # a training pod simply waits in the queue again, in its old place
+
+
+def _dns(name: str) -> str:
+    return name.lower().replace("_", "-")[:63].strip("-") or "workload"
+
+
+def _index(name: str, fallback: int) -> int:
+    tail = name.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else fallback

@@ -1,0 +1,293 @@
+"""The REST API (``/api/v1/...`` under the service prefix) and server-sent events.
+
+Every request carries a hub token (``Authorization: token ...``) or a hub
+OAuth cookie. The token must have ``access:services!service=<name>`` and
+``custom:tenancy:use`` (or ``custom:tenancy:admin``). Users act within the
+namespaces of their groups; admins (hub admins, members of a tenant with
+``tenancy.role=admin``, or ``custom:tenancy:admin``) act anywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import yaml
+from jupyterhub.services.auth import HubOAuthenticated
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from tornado import web
+
+from ..quota.errors import ValidationError
+from ..quota.manifests import load_yaml
+from ..quota.quantity import format_list
+from ..quota.tree import parse_tree
+from ..tenants import tenants_of
+from .controller import Forbidden, Identity
+
+USE_SCOPE, ADMIN_SCOPE = "custom:tenancy:use", "custom:tenancy:admin"
+
+
+def _has(scopes, wanted: str) -> bool:
+    return any(s == wanted or s.startswith(wanted + "!") for s in scopes)
+
+
+class APIHandler(HubOAuthenticated, web.RequestHandler):
+    @property
+    def controller(self):
+        return self.settings["controller"]
+
+    @property
+    def hub(self):
+        return self.settings["hub"]
+
+    def set_default_headers(self):
+        self.set_header("Content-Type", "application/json")
+        self.set_header("Cache-Control", "no-store")
+
+    def get_login_url(self):
+        raise web.HTTPError(403, "authentication required: send a hub API token")
+
+    def write_error(self, status_code, **kwargs):
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        message = getattr(exc, "log_message", None) or self._reason
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"status": status_code, "error": message}))
+
+    def check_xsrf_cookie(self):
+        # Token-authenticated API calls need no xsrf; cookie-authenticated ones do.
+        if self.request.headers.get("Authorization"):
+            return None
+        return super().check_xsrf_cookie()
+
+    async def prepare(self):
+        model = await self.hub_auth.get_user(self, sync=False)
+        model = self.check_hub_user(model) if model else None
+        if not model:
+            raise web.HTTPError(403, "a hub token with access to this service is required")
+        scopes = set(model.get("scopes") or [])
+        if not (_has(scopes, USE_SCOPE) or _has(scopes, ADMIN_SCOPE)):
+            raise web.HTTPError(403, f"the token lacks the scope {USE_SCOPE}")
+        self.identity = await self._identity(model, scopes)
+
+    async def _identity(self, model: dict, scopes: set) -> Identity:
+        name = model.get("name", "")
+        kind = model.get("kind", "user")
+        admin = _has(scopes, ADMIN_SCOPE)
+        tenants = []
+        if kind == "user":
+            hub_model = await self.hub.user(name) if self.hub.configured else None
+            if hub_model is not None and not self._tenants_in(hub_model):
+                hub_model = await self.hub.user(name, fresh=True)  # just logged in: groups may be new
+            admin = admin or bool((hub_model or model).get("admin"))
+            tenants = self._tenants_in(hub_model) if hub_model is not None else tenants_of(name, self.controller.tenants)
+        admin = admin or any(t.role == "admin" and t.usable for t in tenants)
+        return Identity(name=name, admin=admin, tenants=tenants, kind=kind)
+
+    def _tenants_in(self, user_model: dict) -> list:
+        """The tenants whose groups the hub says the user is in (membership follows every login)."""
+        groups = set(user_model.get("groups") or [])
+        return [t for t in self.controller.tenants if t.group in groups]
+
+    def body(self):
+        try:
+            return json.loads(self.request.body or b"null")
+        except ValueError as err:
+            raise web.HTTPError(400, f"the body is not JSON: {err}") from None
+
+    def send(self, data, status: int = 200):
+        self.set_status(status)
+        self.finish(json.dumps(data, default=str))
+
+    def workload_or_404(self, wid: str):
+        row = self.controller.store.workload(wid)
+        if row is None:
+            raise web.HTTPError(404, f"no workload {wid}")
+        try:
+            self.controller.check_access(self.identity, row)
+        except Forbidden as err:
+            raise web.HTTPError(403, str(err)) from None
+        return row
+
+
+class HealthHandler(web.RequestHandler):
+    def get(self):
+        self.set_header("Content-Type", "application/json")
+        self.finish({"status": "ok"})
+
+
+def _leaf_quota(controller, tenant) -> dict | None:
+    node = controller.engine.quota.nodes.get(tenant.leaf) if tenant.leaf else None
+    if node is None:
+        return None
+    borrowed = {r: max(0, u - node.min.get(r, 0)) for r, u in node.used.items() if r in node.managed}
+    return {"node": node.name, "min": format_list(node.min), "max": format_list(node.max),
+            "used": format_list({r: v for r, v in node.used.items() if v}),
+            "borrowed": format_list({r: v for r, v in borrowed.items() if v})}
+
+
+def tenant_view(controller, tenant) -> dict:
+    return {**tenant.to_dict(), "quota": _leaf_quota(controller, tenant)}
+
+
+class MeHandler(APIHandler):
+    async def get(self):
+        who, c = self.identity, self.controller
+        rows = c.store.workloads(user=who.name, namespaces=[t.namespace for t in who.tenants], limit=50)
+        self.send({
+            "name": who.name, "kind": who.kind, "admin": who.admin,
+            "tenants": [tenant_view(c, t) for t in who.tenants],
+            "workloads": [c.view(r) for r in rows],
+        })
+
+
+class TenantsHandler(APIHandler):
+    async def get(self):
+        c = self.controller
+        tenants = c.tenants if self.identity.admin else self.identity.tenants
+        self.send({"tenants": [tenant_view(c, t) for t in tenants]})
+
+
+class TreeHandler(APIHandler):
+    async def get(self):
+        c = self.controller
+        self.send({"tree": c.store.setting("tree") or c.tree_manifest, "quota": c.quota_view(),
+                   "warnings": list(c.engine.warnings)})
+
+    async def put(self):
+        if not self.identity.admin:
+            raise web.HTTPError(403, "only admins may change the quota tree")
+        raw = self.request.body.decode("utf-8", "replace")
+        try:
+            docs = load_yaml(raw, "request body")  # JSON is YAML too
+            if len(docs) != 1:
+                raise ValidationError("request body: send one ElasticQuotaTree")
+            tree = parse_tree(docs[0])
+        except ValidationError as err:
+            raise web.HTTPError(400, str(err)) from None
+        dry_run = self.get_argument("dryRun", "false").lower() in ("1", "true", "yes")
+        c = self.controller
+        preview = c.preview_tree(tree)
+        if dry_run:
+            self.send({"dryRun": True, "valid": True, **preview})
+            return
+        c.store.set_setting("tree", docs[0])
+        c.set_tree(tree)
+        c.store.record(c.clock(), "tree", f"{self.identity.name} changed the quota tree")
+        c.store.commit()
+        self.send({"dryRun": False, "valid": True, **preview})
+
+
+class WorkloadsHandler(APIHandler):
+    async def get(self):
+        c, who = self.controller, self.identity
+        namespace = self.get_argument("namespace", None)
+        allowed = who.namespaces()
+        if namespace is not None and allowed is not None and namespace not in allowed:
+            raise web.HTTPError(403, f"{who.name} may not read namespace {namespace}")
+        namespaces = [namespace] if namespace else allowed
+        rows = c.store.workloads(user=None if who.admin or namespace else who.name, namespaces=namespaces)
+        state, kind = self.get_argument("state", None), self.get_argument("kind", None)
+        rows = [r for r in rows if (state is None or r.state == state) and (kind is None or r.kind == kind)]
+        self.send({"workloads": [c.view(r) for r in rows]})
+
+    async def post(self):
+        try:
+            row = self.controller.submit(self.identity, self.body())
+        except ValidationError as err:
+            raise web.HTTPError(400, str(err)) from None
+        except Forbidden as err:
+            raise web.HTTPError(403, str(err)) from None
+        self.controller.tick()
+        self.send(self.controller.view(row), 201)
+
+
+class WorkloadHandler(APIHandler):
+    async def get(self, wid):
+        self.send(self.controller.view(self.workload_or_404(wid), events=True))
+
+    async def delete(self, wid):
+        row = self.workload_or_404(wid)
+        self.controller.cancel(self.identity, row)
+        self.send(self.controller.view(row))
+
+
+class LogsHandler(APIHandler):
+    async def get(self, wid):
+        row = self.workload_or_404(wid)
+        name = self.get_argument("pod", None)
+        pods = [p for p in row.pods if name is None or p.name == name]
+        if name is not None and not pods:
+            raise web.HTTPError(404, f"workload {wid} has no pod {name}")
+        self.set_header("Content-Type", "text/plain; charset=utf-8")
+        parts = []
+        for prow in pods:
+            text = self.controller.backend.logs(row, prow)
+            parts.append(text if len(pods) == 1 else f"==> {prow.name} <==\n{text}")
+        self.finish("\n".join(parts))
+
+
+class EventsHandler(APIHandler):
+    """Server-sent events: one ``data:`` line per changed workload the caller may see."""
+
+    async def get(self):
+        self.set_header("Content-Type", "text/event-stream")
+        queue: asyncio.Queue = asyncio.Queue()
+        c, allowed = self.controller, self.identity.namespaces()
+        c.listeners.add(queue)
+        try:
+            self.write(": connected\n\n")
+            await self.flush()
+            while True:
+                try:
+                    message = await asyncio.wait_for(queue.get(), 15)
+                except asyncio.TimeoutError:
+                    self.write(": keep-alive\n\n")
+                    await self.flush()
+                    continue
+                wl = message.get("workload") or {}
+                if allowed is not None and wl.get("namespace") not in allowed and wl.get("user") != self.identity.name:
+                    continue
+                self.write(f"data: {json.dumps(message, default=str)}\n\n")
+                await self.flush()
+        except Exception:  # noqa: BLE001 - the client went away
+            pass
+        finally:
+            c.listeners.discard(queue)
+
+
+class MetricsHandler(APIHandler):
+    async def prepare(self):
+        if self.settings.get("authenticate_metrics", True):
+            await super().prepare()
+
+    async def get(self):
+        self.set_header("Content-Type", CONTENT_TYPE_LATEST)
+        self.finish(generate_latest(self.settings["metrics"].registry))
+
+
+class OpenAPIHandler(web.RequestHandler):
+    def get(self):
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(self.settings["openapi"]))
+
+
+def routes(prefix: str) -> list:
+    api = prefix.rstrip("/") + "/api/v1"
+    return [
+        (api + "/health", HealthHandler),
+        (api + "/openapi.json", OpenAPIHandler),
+        (api + "/me", MeHandler),
+        (api + "/tenants", TenantsHandler),
+        (api + "/tree", TreeHandler),
+        (api + "/workloads", WorkloadsHandler),
+        (api + r"/workloads/([0-9a-f]+)", WorkloadHandler),
+        (api + r"/workloads/([0-9a-f]+)/logs", LogsHandler),
+        (api + "/events", EventsHandler),
+        (prefix.rstrip("/") + "/metrics", MetricsHandler),
+    ]
+
+
+def load_openapi(path) -> dict:
+    with open(path) as f:
+        return yaml.safe_load(f)
+

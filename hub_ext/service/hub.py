@@ -1,0 +1,86 @@
+"""The service's calls to the JupyterHub REST API, with its own token (a managed service's)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from urllib.parse import quote
+
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+
+
+class HubError(Exception):
+    pass
+
+
+class HubClient:
+    """Groups (with properties and members), users, and stopping a user's server."""
+
+    def __init__(self, api_url: str | None = None, token: str | None = None, *, cache_seconds: float = 5.0):
+        self.api_url = (api_url or os.environ.get("JUPYTERHUB_API_URL", "")).rstrip("/")
+        self.token = token or os.environ.get("JUPYTERHUB_API_TOKEN", "")
+        self.cache_seconds = cache_seconds
+        self._groups: tuple[float, list] | None = None
+        self._users: dict[str, tuple[float, dict]] = {}
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.api_url and self.token)
+
+    async def request(self, method: str, path: str, body=None, *, ok=(200, 201, 202, 204)) -> object:
+        req = HTTPRequest(
+            self.api_url + path, method=method,
+            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json",
+                     "Accept": "application/jupyterhub-pagination+json"},
+            body=None if body is None else json.dumps(body), allow_nonstandard_methods=True,
+            request_timeout=30,
+        )
+        try:
+            resp = await AsyncHTTPClient().fetch(req, raise_error=False)
+        except (OSError, HTTPClientError) as err:
+            raise HubError(f"the hub API at {self.api_url} is unreachable: {err}") from None
+        if resp.code not in ok:
+            raise HubError(f"hub API {method} {path} answered {resp.code}: {resp.body[:200]!r}")
+        return json.loads(resp.body) if resp.body else None
+
+    async def _paginated(self, path: str) -> list:
+        items, offset = [], 0
+        while True:
+            sep = "&" if "?" in path else "?"
+            page = await self.request("GET", f"{path}{sep}offset={offset}&limit=200")
+            if isinstance(page, list):  # a hub that does not paginate
+                return page
+            items.extend(page["items"])
+            nxt = (page.get("_pagination") or {}).get("next")
+            if not nxt:
+                return items
+            offset = nxt["offset"]
+
+    async def groups(self, *, fresh: bool = False) -> list[dict]:
+        now = time.monotonic()
+        if fresh or self._groups is None or now - self._groups[0] > self.cache_seconds:
+            self._groups = (now, await self._paginated("/groups"))
+        return self._groups[1]
+
+    async def user(self, name: str, *, fresh: bool = False) -> dict | None:
+        now = time.monotonic()
+        cached = self._users.get(name)
+        if fresh or cached is None or now - cached[0] > self.cache_seconds:
+            try:
+                model = await self.request("GET", f"/users/{quote(name)}")
+            except HubError:
+                model = None
+            self._users[name] = cached = (now, model)
+        return cached[1]
+
+    async def stop_server(self, user: str, server: str = "") -> None:
+        path = f"/users/{quote(user)}/servers/{quote(server)}" if server else f"/users/{quote(user)}/server"
+        await self.request("DELETE", path, ok=(202, 204, 400, 404))
+
+    async def server_running(self, user: str, server: str = "") -> bool:
+        model = await self.user(user, fresh=True)
+        if not model:
+            return False
+        spawner = (model.get("servers") or {}).get(server)
+        return bool(spawner and (spawner.get("ready") or spawner.get("pending")))

@@ -1,0 +1,145 @@
+"""Tenants are hub groups: their properties say which namespace and quota leaf they own.
+
+Group properties are flat string keys, so the stock admin panel edits them:
+
+``tenancy.namespace``         the team's namespace (default: the group's name)
+``tenancy.quota-leaf``        the leaf of the quota tree the group maps to, 1:1
+``tenancy.role``              ``researcher`` (default) or ``admin`` (admin includes researcher)
+``tenancy.profiles``          comma-separated notebook profile slugs members may pick
+``tenancy.priority-classes``  comma-separated classes members may use for training
+                              (default: low-priority-dev, high-priority-research)
+
+A group is a tenant when it sets ``tenancy.namespace`` or ``tenancy.quota-leaf``.
+A tenant whose properties are wrong (unknown leaf, a namespace that hangs on
+another leaf, ...) is listed with its errors for the admin and cannot be used;
+nothing crashes.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+from .quota.errors import ValidationError
+from .quota.meta import namespace_name
+from .quota.tree import ElasticQuotaTree
+
+PREFIX = "tenancy."
+NAMESPACE, LEAF, ROLE, PROFILES, CLASSES = (PREFIX + k for k in ("namespace", "quota-leaf", "role", "profiles", "priority-classes"))
+KNOWN = {NAMESPACE, LEAF, ROLE, PROFILES, CLASSES}
+ROLES = ("researcher", "admin")
+DEFAULT_CLASSES = ("low-priority-dev", "high-priority-research")
+
+
+@dataclass
+class Tenant:
+    group: str
+    namespace: str
+    leaf: str | None = None
+    role: str = "researcher"
+    profiles: list[str] = field(default_factory=list)
+    priority_classes: list[str] = field(default_factory=lambda: list(DEFAULT_CLASSES))
+    members: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def usable(self) -> bool:
+        return not self.errors
+
+    def to_dict(self) -> dict:
+        return {
+            "group": self.group, "namespace": self.namespace, "quotaLeaf": self.leaf, "role": self.role,
+            "profiles": self.profiles, "priorityClasses": self.priority_classes, "members": self.members,
+            "errors": self.errors,
+        }
+
+
+def _csv(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def tenants_from_groups(groups: list[dict], tree: ElasticQuotaTree | None, priority_classes=()) -> list[Tenant]:
+    """Tenants from hub group models (``{"name", "users", "properties"}``), checked against the tree."""
+    out: list[Tenant] = []
+    leaf_owner: dict[str, str] = {}
+    ns_owner: dict[str, str] = {}
+    for group in sorted(groups, key=lambda g: g.get("name", "")):
+        props = group.get("properties") or {}
+        if not isinstance(props, dict) or not (NAMESPACE in props or LEAF in props):
+            continue
+        name = group["name"]
+        tenant = Tenant(group=name, namespace=str(props.get(NAMESPACE, name)), members=sorted(group.get("users") or []))
+        errors = tenant.errors
+        for key, value in props.items():
+            if key.startswith(PREFIX) and key not in KNOWN:
+                errors.append(f"unknown property {key} (known: {', '.join(sorted(KNOWN))})")
+            elif key in KNOWN and not isinstance(value, str):
+                errors.append(f"property {key} must be a string, got {type(value).__name__}")
+        try:
+            namespace_name(tenant.namespace, f"property {NAMESPACE}")
+        except ValidationError as err:
+            errors.append(str(err))
+        role = props.get(ROLE, "researcher")
+        if role not in ROLES:
+            errors.append(f"property {ROLE} must be researcher or admin, got {role!r}")
+        else:
+            tenant.role = role
+        if isinstance(props.get(PROFILES), str):
+            tenant.profiles = _csv(props[PROFILES])
+        if isinstance(props.get(CLASSES), str):
+            tenant.priority_classes = _csv(props[CLASSES])
+            unknown = [c for c in tenant.priority_classes if priority_classes and c not in priority_classes]
+            if unknown:
+                errors.append(f"property {CLASSES}: no PriorityClass named {', '.join(unknown)}")
+        _check_leaf(tenant, props.get(LEAF), tree, errors)
+        if tenant.leaf and tenant.leaf in leaf_owner:
+            errors.append(f"quota leaf {tenant.leaf} already belongs to group {leaf_owner[tenant.leaf]} (a group maps 1:1 to a leaf)")
+        if tenant.namespace in ns_owner:
+            errors.append(f"namespace {tenant.namespace} already belongs to group {ns_owner[tenant.namespace]}")
+        if not errors:
+            if tenant.leaf:
+                leaf_owner[tenant.leaf] = name
+            ns_owner[tenant.namespace] = name
+        out.append(tenant)
+    return out
+
+
+def _check_leaf(tenant: Tenant, leaf, tree: ElasticQuotaTree | None, errors: list[str]) -> None:
+    current = tree.leaf_of.get(tenant.namespace) if tree else None
+    if leaf is None:
+        tenant.leaf = current.name if current else None
+        return
+    if not isinstance(leaf, str):
+        return
+    if tree is None:
+        errors.append(f"property {LEAF} is {leaf!r}, but there is no quota tree")
+        return
+    node = tree.nodes.get(leaf)
+    if node is None:
+        leaves = ", ".join(sorted(n.name for n in tree.leaves()))
+        errors.append(f"property {LEAF}: {leaf!r} is not a node of the quota tree (leaves: {leaves})")
+    elif not node.is_leaf:
+        errors.append(f"property {LEAF}: {leaf!r} has children; a tenant maps to a leaf")
+    elif current is not None and current.name != leaf:
+        errors.append(f"namespace {tenant.namespace} hangs on quota leaf {current.name}, not on {leaf}")
+    else:
+        tenant.leaf = leaf
+
+
+def tree_with_tenants(tree: ElasticQuotaTree | None, tenants: list[Tenant]) -> ElasticQuotaTree | None:
+    """The tree with every usable tenant's namespace hung on its leaf (the tree itself is not changed)."""
+    if tree is None:
+        return None
+    extra = [(t.namespace, t.leaf) for t in tenants if t.usable and t.leaf and t.namespace not in tree.leaf_of]
+    if not extra:
+        return tree
+    out = copy.deepcopy(tree)
+    for namespace, leaf in extra:
+        node = out.nodes[leaf]
+        node.namespaces.append(namespace)
+        out.leaf_of[namespace] = node
+    return out
+
+
+def tenants_of(user: str, tenants: list[Tenant]) -> list[Tenant]:
+    return [t for t in tenants if user in t.members]

@@ -1,0 +1,288 @@
+"""The demo hub, for real: JupyterHub + configurable-http-proxy + the tenancy service + real
+single-user servers and training processes. Nothing is mocked.
+
+One hub (the demo's configuration, on random ports) serves the whole module; the
+tests run in order and build on each other like the demo's story: teams log in,
+spawn, wait, get refused, submit training from a notebook that preempts a
+borrowing team's notebook, and survive a restart of the service and of the hub.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import _make_hub, _start
+from harness import free_port
+from kernel import run_code
+
+ROOT = Path(__file__).resolve().parents[2]
+API = "/services/tenancy/api/v1"
+
+
+@pytest.fixture(scope="module")
+def hub(chp_path, tmp_path_factory):
+    work = tmp_path_factory.mktemp("tenancy-hub")
+    env = {"TENANCY_DEMO_STATE": str(work / "state"), "TENANCY_SERVICE_PORT": str(free_port()),
+           "TENANCY_NOTEBOOK_WARNING_SECONDS": "2"}
+    h = _make_hub(chp_path, work, ROOT / "demo" / "jupyterhub_config.py", env=env)
+    _start(h)
+    h.tokens = {}
+    try:
+        wait_for(lambda: h.request("GET", f"{API}/health").status_code == 200, "the tenancy service to answer")
+        yield h
+    finally:
+        h.stop()
+
+
+def wait_for(predicate, what: str, timeout: float = 60, interval: float = 0.3):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(interval)
+
+
+def token(hub, user: str) -> str:
+    if user not in hub.tokens:
+        hub.login(user, "demo")  # group membership comes from the authenticator at login
+        hub.tokens[user] = hub.token_for(user)
+    return hub.tokens[user]
+
+
+def svc(hub, user: str, method: str, path: str, json=None, tok: str | None = None):
+    r = hub.request(method, API + path, token=tok or token(hub, user), json=json)
+    body = r.json() if r.headers.get("Content-Type", "").startswith("application/json") else r.text
+    return r.status_code, body
+
+
+def workloads(hub, user: str, **query) -> list[dict]:
+    qs = "&".join(f"{k}={v}" for k, v in query.items())
+    status, body = svc(hub, user, "GET", "/workloads" + (f"?{qs}" if qs else ""))
+    assert status == 200, body
+    return body["workloads"]
+
+
+def notebook(hub, user: str, server: str = "") -> dict:
+    return next(w for w in workloads(hub, user, kind="notebook") if (w["serverName"] or "") == server and w["user"] == user)
+
+
+def spawn(hub, user: str, server: str = "", **options):
+    status, body = hub.start_server(user, server, options, token=token(hub, user), check=False)
+    assert status in (201, 202), body
+    return status
+
+
+def test_login_maps_identity_groups_to_tenants(hub):
+    for user in ("alice", "bob", "carol", "dave", "erin", "admin"):
+        token(hub, user)
+    status, groups = hub.api("GET", "/groups")
+    by_name = {g["name"]: g for g in (groups["items"] if isinstance(groups, dict) else groups)}
+    assert by_name["team-a"]["users"] == ["alice", "erin"] or sorted(by_name["team-a"]["users"]) == ["alice", "erin"]
+    assert by_name["team-a"]["properties"]["tenancy.quota-leaf"] == "root.a.1"
+    assert "ds-alpha" not in by_name  # identity-provider names were mapped
+    status, me = svc(hub, "erin", "GET", "/me")
+    assert status == 200 and sorted(t["group"] for t in me["tenants"]) == ["team-a", "team-b"]
+    [team_a] = [t for t in svc(hub, "alice", "GET", "/me")[1]["tenants"]]
+    assert team_a["quota"]["min"] == {"cpu": "10", "memory": "10Gi", "nvidia.com/gpu": "1"}
+    assert team_a["quota"]["max"]["cpu"] == "20"
+
+
+def test_bad_group_properties_are_shown_to_admins_not_crashing(hub):
+    status, _ = hub.api("POST", "/groups/team-x")
+    assert status in (201, 409)
+    status, _ = hub.api("PUT", "/groups/team-x/properties",
+                        {"tenancy.namespace": "team-b", "tenancy.quota-leaf": "root.zzz"})
+    assert status == 200
+    def broken():
+        tenants = svc(hub, "admin", "GET", "/tenants")[1]["tenants"]
+        return next((t for t in tenants if t["group"] == "team-x" and t["errors"]), None)
+    bad = wait_for(broken, "team-x to be listed with its errors")
+    assert "'root.zzz' is not a node of the quota tree" in bad["errors"][0]
+    assert svc(hub, "alice", "GET", "/me")[0] == 200  # the service carries on
+    hub.api("DELETE", "/groups/team-x")
+
+
+def test_two_teams_spawn_real_servers(hub):
+    assert spawn(hub, "alice", profile="large") in (201, 202)
+    assert spawn(hub, "bob", profile="large") in (201, 202)
+    for user in ("alice", "bob"):
+        hub.wait_server_ready(user, timeout=90)
+        r = hub.request("GET", hub.server_url(user) + "api/status", token=token(hub, user))
+        assert r.status_code == 200, r.text
+    assert notebook(hub, "alice")["state"] == "Running" and notebook(hub, "alice")["namespace"] == "team-a"
+    assert notebook(hub, "bob")["priorityClassName"] == "low-priority-dev"
+
+
+def test_a_user_in_two_teams_picks_one_at_spawn_time(hub):
+    assert spawn(hub, "erin", profile="large", tenant="team-a") in (201, 202)
+    hub.wait_server_ready("erin", timeout=90)
+    nb = notebook(hub, "erin")
+    assert (nb["tenant"], nb["namespace"]) == ("team-a", "team-a")  # root.a.1 now borrows 10 CPUs
+    status, body = hub.start_server("erin", "other", {"tenant": "team-c"}, token=token(hub, "erin"), check=False)
+    assert status >= 400 or "not a member" in str(body)
+
+
+def test_a_notebook_waits_with_its_reason_and_position(hub):
+    # team-a: alice 10 + erin 10 = its max of 20; a third server must wait for root.a.1.
+    status = spawn(hub, "alice", "more", profile="small")
+    assert status == 202
+    wl = wait_for(lambda: next((w for w in workloads(hub, "alice", kind="notebook") if w["serverName"] == "more"), None),
+                  "the queued notebook")
+    assert wl["state"] == "Pending" and wl["reason"] == "quota-max"
+    assert wl["message"] == "quota root.a.1 is at its max for cpu: needs 5, uses 20 of 20"
+    assert wl["position"] == 1 and wl["leafPosition"] == 1
+    model = hub.server_model("alice", "more")
+    assert model["pending"] == "spawn" and not model["ready"]
+    hub.stop_server("alice", "more", timeout=30)
+    assert wait_for(lambda: next(w for w in workloads(hub, "alice", kind="notebook") if w["serverName"] == "more")["state"] == "Stopped",
+                    "the queued notebook to be removed")
+
+
+def test_resource_quota_rejection_is_a_clear_spawn_error(hub):
+    # team-d's ResourceQuota allows 15 CPUs; a 10-CPU job counts, so a 10-CPU notebook is refused.
+    status, job = svc(hub, "dave", "POST", "/workloads", {"kind": "training", "command": ["sleep", "300"],
+                                                         "resources": {"requests": {"cpu": "10"}}, "name": "d-job"})
+    assert status == 201 and job["state"] in ("Running", "Pending")
+    status, body = hub.start_server("dave", "", {"profile": "large"}, token=token(hub, "dave"), check=False)
+    def failed():
+        model = hub.server_model("dave")
+        return model is None or not (model.get("pending") or model.get("ready"))
+    wait_for(failed, "dave's spawn to fail")
+    log = hub.log_tail(200)
+    assert "Team team-d's quota refuses this server" in log
+    assert "exceeded quota: dev-quota, requested: requests.cpu=10, used: requests.cpu=10, limited: requests.cpu=15" in log
+    assert "raise the namespace's ResourceQuota" in log
+    svc(hub, "dave", "DELETE", f"/workloads/{job['id']}")
+
+
+def test_training_from_a_notebook_preempts_a_borrowing_notebook_only(hub):
+    # carol's notebook (team-c, within its guarantee) fills the root: 10 + 10 + 10 + 10 = 40.
+    spawn(hub, "carol", profile="large")
+    hub.wait_server_ready("carol", timeout=90)
+    out = run_code(hub, "carol", token(hub, "carol"), (
+        "import os\n"
+        "from hub_ext.client import submit_training\n"
+        "job = submit_training(['sleep', '300'], cpu=5, name='carol-train')\n"
+        "print(job.id, job.data['priorityClassName'], os.environ['TENANCY_NAMESPACE'])\n"))
+    job_id, pc, ns = out.split()
+    assert (pc, ns) == ("high-priority-research", "team-c")
+    # team-c is beyond its guarantee with the job, so it may only take from teams that borrow
+    # and run lower-priority work: erin's notebook in team-a (root.a.1 borrows 10), the most
+    # recently admitted there. alice (team-a) and bob (team-b, within its guarantee) keep theirs.
+    job = wait_for(lambda: (lambda w: w if w["state"] == "Running" else None)(svc(hub, "carol", "GET", f"/workloads/{job_id}")[1]),
+                   "carol's training job to run", timeout=60)
+    assert job["pods"][0]["phase"] == "Running"
+    victim = notebook(hub, "erin")
+    assert victim["state"] == "Preempted"
+    status, detail = svc(hub, "erin", "GET", f"/workloads/{victim['id']}")
+    kinds = [e["type"] for e in detail["events"]]
+    assert "warning" in kinds and "preempted" in kinds
+    preempted = next(e for e in detail["events"] if e["type"] == "preempted")
+    assert "Preempted by team-c/carol-train" in preempted["message"]
+    wait_for(lambda: hub.server_model("erin") is None, "erin's server to be stopped by the hub")
+    for user in ("alice", "bob", "carol"):
+        assert hub.server_model(user)["ready"], f"{user}'s server was touched"
+    status, logs = svc(hub, "carol", "GET", f"/workloads/{job_id}/logs")
+    assert status == 200
+
+
+def test_users_act_only_in_their_teams_namespaces(hub):
+    carol_job = next(w for w in workloads(hub, "carol", kind="training"))
+    status, body = svc(hub, "alice", "GET", f"/workloads/{carol_job['id']}")
+    assert status == 403 and "may not act on workloads in namespace team-c" in body["error"]
+    status, body = svc(hub, "alice", "GET", "/workloads?namespace=team-c")
+    assert status == 403
+    status, body = svc(hub, "alice", "POST", "/workloads", {"command": ["true"], "tenant": "team-c"})
+    assert status == 403 and body["error"] == "alice is not a member of tenant team-c"
+    status, body = svc(hub, "alice", "DELETE", f"/workloads/{carol_job['id']}")
+    assert status == 403
+    status, body = svc(hub, "alice", "POST", "/workloads", {"command": ["true"], "priorityClassName": "critical-prod"})
+    assert status == 403 and "may not use priority class critical-prod" in body["error"]
+    weak = hub.token_for("alice", scopes=["access:services!service=tenancy"])
+    status, body = svc(hub, "alice", "GET", "/me", tok=weak)
+    assert status == 403 and "custom:tenancy:use" in body["error"]
+    status, body = svc(hub, "alice", "POST", "/workloads", {"command": "not a list"})
+    assert status == 400 and "command must be a non-empty list of strings" in body["error"]
+    assert hub.request("GET", f"{API}/me").status_code == 403  # no token at all
+    assert len(workloads(hub, "admin")) >= len(workloads(hub, "alice"))  # admins see everything
+
+
+def _service_pid(hub) -> int:
+    for pid, cmd in hub.process_cmdlines().items():
+        if "serve" in cmd and any("tenancy_config.py" in part for part in cmd):
+            return pid
+    raise AssertionError("no tenancy service process")
+
+
+def test_the_service_restarted_mid_queue_loses_nothing(hub):
+    # The root has 5 CPUs left (alice 10, bob 10, carol 10 + 5): b0 runs, three queue behind it
+    # (at low priority, so they do not preempt bob's own notebook).
+    tok = token(hub, "bob")
+    ids = []
+    for i, cpu in enumerate(("5", "5", "5", "5")):
+        status, job = svc(hub, "bob", "POST", "/workloads", {"command": ["sleep", "300"], "name": f"b{i}",
+                                                             "priorityClassName": "low-priority-dev",
+                                                             "resources": {"requests": {"cpu": cpu}}})
+        assert status == 201, job
+        ids.append(job["id"])
+    time.sleep(1)
+    before = {j: svc(hub, "bob", "GET", f"/workloads/{j}")[1] for j in ids}
+    assert [before[j]["state"] for j in ids] == ["Running", "Pending", "Pending", "Pending"]
+    assert [before[j]["leafPosition"] for j in ids[1:]] == [1, 2, 3]
+    running_pid = _pid_of(hub, before[ids[0]])
+    old = _service_pid(hub)
+    os.kill(old, signal.SIGKILL)
+    wait_for(lambda: _alive_service(hub, old), "the hub to restart the service", timeout=90)
+    wait_for(lambda: svc(hub, "bob", "GET", f"/workloads/{ids[0]}", tok=tok)[0] == 200, "the API after restart")
+    after = {j: svc(hub, "bob", "GET", f"/workloads/{j}")[1] for j in ids}
+    for j in ids:
+        assert after[j]["state"] == before[j]["state"]
+        assert after[j]["position"] == before[j]["position"] and after[j]["leafPosition"] == before[j]["leafPosition"]
+    assert _pid_of(hub, after[ids[0]]) == running_pid  # adopted, not started twice
+    assert notebook(hub, "bob")["state"] == "Running"
+    # The whole hub restarted. (The harness ends every process it started, the training
+    # processes too, as a machine restart would: b0 ends, and the queue moves on in order.)
+    hub.restart()
+    wait_for(lambda: hub.request("GET", f"{API}/health").status_code == 200, "the service after the hub restart", timeout=90)
+    again = wait_for(lambda: (lambda d: d if d[ids[0]]["state"] != "Running" else None)(
+        {j: svc(hub, "bob", "GET", f"/workloads/{j}")[1] for j in ids}), "b0's end to be noticed")
+    assert again[ids[0]]["state"] == "Failed" and "exited with status" in again[ids[0]]["events"][-1]["message"]
+    # The notebooks' servers ended with the hub too, so there is room again; whoever runs
+    # now ran in queue order: no queued job overtook one submitted before it.
+    states = [again[j]["state"] for j in ids[1:]]
+    assert "Running" in states and states == sorted(states, key=lambda s: s != "Running"), states
+    for j in ids:
+        svc(hub, "bob", "DELETE", f"/workloads/{j}")
+
+
+def _pid_of(hub, job) -> int | None:
+    import sqlite3
+
+    db = Path(hub.extra_env["TENANCY_DEMO_STATE"]) / "tenancy.sqlite"
+    with sqlite3.connect(db) as conn:
+        row = conn.execute("select pid from pods where workload_id=? order by id limit 1", (job["id"],)).fetchone()
+    return row[0] if row else None
+
+
+def _alive_service(hub, old: int) -> bool:
+    try:
+        return _service_pid(hub) != old
+    except AssertionError:
+        return False
+
+
+def test_metrics_and_openapi(hub):
+    r = hub.request("GET", "/services/tenancy/metrics", token=token(hub, "admin"))
+    assert r.status_code == 200
+    assert 'tenancy_quota{kind="max",node="root",resource="cpu"} 40.0' in r.text
+    assert "tenancy_evictions_total" in r.text and "tenancy_decision_seconds_bucket" in r.text
+    spec = hub.request("GET", f"{API}/openapi.json").json()
+    assert {"/me", "/tenants", "/tree", "/workloads", "/workloads/{id}", "/workloads/{id}/logs", "/events"} <= set(spec["paths"])

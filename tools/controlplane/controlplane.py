@@ -1,0 +1,650 @@
+"""A real, local Kubernetes control plane for tests.
+
+Runs etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (a fake
+kubelet: bound pods become Running, deleted pods go away) as child processes on
+127.0.0.1, with certificates made by the ``openssl`` CLI. The binaries come from
+``tools/controlplane/build.sh``.
+
+    from controlplane import ControlPlane
+
+    with ControlPlane("/tmp/cp") as cp:
+        cp.add_node("node-1", {"cpu": "4", "memory": "16Gi"})
+        api = cp.api_client()          # kubernetes.client.ApiClient (admin)
+        ...
+
+Only the standard library is needed to start and stop it; the helpers that talk to the
+API (``api_client``, ``add_node``, ``create_namespace``) import the ``kubernetes`` client.
+
+Binary lookup (first match wins): ``ControlPlane(bin_dir=...)``, ``$TENANCY_K8S_BIN_DIR``,
+``$TENANCY_K8S_CACHE/bin``, ``~/.cache/jupyterhub-tenancy/k8s-<version>/bin`` where
+<version> is the k8s.io/kubernetes version in ``go/kube/go.mod`` (what build.sh uses).
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+
+#: annotation kwok uses to pick the nodes it manages (see ``--manage-nodes-with-annotation-selector``)
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+#: Pod IPs handed out by kwok. Loopback on purpose: nothing routes to fake pods, and a
+#: test may bind a local server on a pod IP (Linux routes all of 127.0.0.0/8 to lo).
+POD_CIDR = "127.20.0.1/16"  # kwok hands out IPs from the given address on: 127.20.0.1, .2, ...
+SERVICE_CIDR = "10.96.0.0/16"
+
+
+SHM_PREFIX = "tenancy-etcd-"
+
+
+def _remove_stale_shm_dirs() -> None:
+    """Remove etcd data dirs in /dev/shm (~120 MB each: etcd preallocates its WAL) left
+    by a process that was killed before stop(); their name holds the owner's pid."""
+    for d in Path("/dev/shm").glob(SHM_PREFIX + "*"):
+        try:
+            pid = int(d.name[len(SHM_PREFIX):].split("-", 1)[0])
+        except ValueError:
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except PermissionError:
+            pass
+
+
+class ControlPlaneError(RuntimeError):
+    pass
+
+
+def kubernetes_version() -> str:
+    """The k8s.io/kubernetes version pinned in go/kube/go.mod, e.g. ``v1.37.2``."""
+    for line in (HERE / "go" / "kube" / "go.mod").read_text().splitlines():
+        parts = line.split()
+        if parts[:1] == ["require"]:
+            parts = parts[1:]
+        if len(parts) >= 2 and parts[0] == "k8s.io/kubernetes":
+            return parts[1]
+    raise ControlPlaneError("k8s.io/kubernetes not found in go/kube/go.mod")
+
+
+def default_bin_dir() -> Path:
+    if os.environ.get("TENANCY_K8S_BIN_DIR"):
+        return Path(os.environ["TENANCY_K8S_BIN_DIR"])
+    if os.environ.get("TENANCY_K8S_CACHE"):
+        return Path(os.environ["TENANCY_K8S_CACHE"]) / "bin"
+    return Path.home() / ".cache" / "jupyterhub-tenancy" / f"k8s-{kubernetes_version()}" / "bin"
+
+
+def missing_binaries(bin_dir: Path | None = None) -> list[str]:
+    bin_dir = Path(bin_dir or default_bin_dir())
+    return [b for b in BINARIES if not os.access(bin_dir / b, os.X_OK)]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent():  # preexec_fn: SIGKILL the child if the forking thread dies
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+class _Component:
+    def __init__(self, name: str, argv: list[str], log_path: Path, env: dict):
+        self.name = name
+        self.argv = argv
+        self.log_path = log_path
+        self._log = open(log_path, "ab")
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # own process group: killpg reaches any children
+            preexec_fn=_die_with_parent,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_tail(self, n: int = 30) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(lines[-n:])
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.proc.poll() is None:
+            for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
+                try:
+                    os.killpg(self.proc.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    self.proc.wait(wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        else:
+            # the leader exited; make sure nothing else is left in its group
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self._log.close()
+
+    def rss_mib(self) -> float | None:
+        try:
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            return None
+        return None
+
+
+class ControlPlane:
+    """etcd + kube-apiserver + kube-controller-manager + kube-scheduler + kwok.
+
+    ``workdir`` receives ``pki/``, ``*.kubeconfig`` and ``logs/<component>.log``.
+    etcd's data dir goes to /dev/shm when it is writable (and etcd runs with
+    --unsafe-no-fsync either way); it is removed by ``stop()``.
+    """
+
+    def __init__(
+        self,
+        workdir,
+        bin_dir=None,
+        *,
+        start_timeout: float = 120.0,
+        openssl: str = "openssl",
+        extra_apiserver_args: list[str] | None = None,
+    ):
+        self.workdir = Path(workdir).resolve()
+        self.bin_dir = Path(bin_dir) if bin_dir else default_bin_dir()
+        self.start_timeout = start_timeout
+        self.openssl = openssl
+        self.extra_apiserver_args = list(extra_apiserver_args or [])
+        self.pki = self.workdir / "pki"
+        self.logs = self.workdir / "logs"
+        self.kubeconfig = self.workdir / "admin.kubeconfig"
+        self.apiserver_port: int | None = None
+        self.server: str | None = None
+        self.etcd_url: str | None = None
+        self.etcd_data_dir: Path | None = None
+        self._components: dict[str, _Component] = {}
+        self._started = False
+        self._atexit_registered = False
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> "ControlPlane":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> "ControlPlane":
+        if self._started:
+            return self
+        missing = missing_binaries(self.bin_dir)
+        if missing:
+            raise ControlPlaneError(
+                f"missing binaries in {self.bin_dir}: {', '.join(missing)}; "
+                "run tools/controlplane/build.sh (or set TENANCY_K8S_BIN_DIR)"
+            )
+        if shutil.which(self.openssl) is None:
+            raise ControlPlaneError(f"'{self.openssl}' not found: the openssl CLI is needed for certificates")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.logs.mkdir(exist_ok=True)
+        (self.workdir / "home").mkdir(exist_ok=True)
+        self._started = True
+        if not self._atexit_registered:
+            atexit.register(self.stop)
+            self._atexit_registered = True
+        deadline = time.monotonic() + self.start_timeout
+        try:
+            self._make_pki()
+            self._start_etcd(deadline)
+            self._start_apiserver(deadline)
+            self._start_controllers(deadline)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop everything: apiserver, then scheduler/KCM/kwok, then etcd. Idempotent."""
+        for name in ("kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok", "etcd"):
+            comp = self._components.pop(name, None)
+            if comp is not None:
+                comp.stop(timeout=15.0 if name == "kube-apiserver" else 10.0)
+        for comp in list(self._components.values()):  # anything unexpected
+            comp.stop()
+        self._components.clear()
+        if self.etcd_data_dir is not None and str(self.etcd_data_dir).startswith("/dev/shm/"):
+            shutil.rmtree(self.etcd_data_dir, ignore_errors=True)
+        self.etcd_data_dir = None
+        self._started = False
+
+    @property
+    def running(self) -> bool:
+        return bool(self._components) and all(c.alive() for c in self._components.values())
+
+    def pids(self) -> dict[str, int]:
+        return {n: c.pid for n, c in self._components.items()}
+
+    def memory_usage(self) -> dict[str, float]:
+        """RSS in MiB of each component."""
+        return {n: c.rss_mib() for n, c in self._components.items()}
+
+    def log_path(self, component: str) -> Path:
+        return self.logs / f"{component}.log"
+
+    # ------------------------------------------------------------------ processes
+    def _env(self) -> dict:
+        env = dict(os.environ)
+        env["HOME"] = str(self.workdir / "home")  # kwok reads ~/.kwok/kwok.yaml
+        for k in ("KUBECONFIG", "KWOK_WORKDIR"):
+            env.pop(k, None)
+        return env
+
+    def _spawn(self, name: str, args: list[str]) -> _Component:
+        argv = [str(self.bin_dir / name), *args]
+        log_path = self.log_path(name)
+        with open(log_path, "ab") as f:
+            f.write(("\n=== " + time.strftime("%Y-%m-%dT%H:%M:%S") + " " + " ".join(argv) + "\n").encode())
+        comp = _Component(name, argv, log_path, self._env())
+        self._components[name] = comp
+        return comp
+
+    def _wait(self, comp: _Component, check, deadline: float, what: str) -> None:
+        last_err = None
+        while True:
+            if not comp.alive():
+                raise ControlPlaneError(
+                    f"{comp.name} exited with {comp.proc.returncode} while waiting for {what}; "
+                    f"log {comp.log_path}:\n{comp.log_tail()}"
+                )
+            try:
+                if check():
+                    return
+            except Exception as e:  # noqa: BLE001 - any failure means "not yet"
+                last_err = e
+            if time.monotonic() > deadline:
+                raise ControlPlaneError(
+                    f"timed out waiting for {what} (last error: {last_err!r}); "
+                    f"log {comp.log_path}:\n{comp.log_tail()}"
+                )
+            time.sleep(0.25)
+
+    @staticmethod
+    def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+        opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
+        )
+        try:
+            with opener.open(url, timeout=5) as r:
+                r.read()
+                return r.status == 200
+        except urllib.error.HTTPError as e:  # not ready yet (e.g. 500 from /readyz, 404)
+            e.close()
+            return False
+
+    def _admin_ssl_context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
+        ctx.load_cert_chain(str(self.pki / "admin.crt"), str(self.pki / "admin.key"))
+        return ctx
+
+    @staticmethod
+    def _insecure_context() -> ssl.SSLContext:
+        # the scheduler's and KCM's /healthz use self-signed serving certs
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+
+    def _start_etcd(self, deadline: float) -> None:
+        if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+            _remove_stale_shm_dirs()
+            self.etcd_data_dir = Path(tempfile.mkdtemp(prefix=f"{SHM_PREFIX}{os.getpid()}-", dir="/dev/shm"))
+        else:
+            self.etcd_data_dir = self.workdir / "etcd-data"
+            self.etcd_data_dir.mkdir(exist_ok=True)
+        for attempt in range(3):
+            client, peer = free_port(), free_port()
+            comp = self._spawn("etcd", [
+                "--name=default",
+                f"--data-dir={self.etcd_data_dir}",
+                f"--listen-client-urls=http://127.0.0.1:{client}",
+                f"--advertise-client-urls=http://127.0.0.1:{client}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-cluster=default=http://127.0.0.1:{peer}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ])
+            try:
+                self._wait(comp, lambda: self._http_ok(f"http://127.0.0.1:{client}/health"), deadline, "etcd /health")
+                self.etcd_url = f"http://127.0.0.1:{client}"
+                return
+            except ControlPlaneError:
+                if comp.alive() or attempt == 2 or "address already in use" not in comp.log_tail(200):
+                    raise
+                self._components.pop("etcd").stop()
+                shutil.rmtree(self.etcd_data_dir, ignore_errors=True)
+                self.etcd_data_dir.mkdir()
+
+    def _start_apiserver(self, deadline: float) -> None:
+        p = self.pki
+        for attempt in range(3):
+            port = free_port()
+            comp = self._spawn("kube-apiserver", [
+                "--advertise-address=127.0.0.1",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--etcd-servers={self.etcd_url}",
+                f"--tls-cert-file={p / 'apiserver.crt'}",
+                f"--tls-private-key-file={p / 'apiserver.key'}",
+                f"--client-ca-file={p / 'ca.crt'}",
+                "--authorization-mode=Node,RBAC",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                f"--service-account-issuer=https://127.0.0.1:{port}",
+                f"--service-account-key-file={p / 'sa.pub'}",
+                f"--service-account-signing-key-file={p / 'sa.key'}",
+                f"--requestheader-client-ca-file={p / 'front-proxy-ca.crt'}",
+                "--requestheader-allowed-names=front-proxy-client",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={p / 'front-proxy-client.crt'}",
+                f"--proxy-client-key-file={p / 'front-proxy-client.key'}",
+                "--allow-privileged=true",
+                "--endpoint-reconciler-type=none",
+                "--enable-admission-plugins=NodeRestriction",
+                "--profiling=false",
+                # close open watches (KCM, scheduler, kwok, tests) on SIGTERM instead of
+                # waiting for them up to the 60 s request timeout
+                "--shutdown-watch-termination-grace-period=2s",
+                *self.extra_apiserver_args,
+            ])
+            self.apiserver_port = port
+            self.server = f"https://127.0.0.1:{port}"
+            try:
+                ctx = self._admin_ssl_context()
+                self._wait(comp, lambda: self._http_ok(f"{self.server}/readyz", ctx), deadline, "kube-apiserver /readyz")
+                break
+            except ControlPlaneError:
+                if comp.alive() or attempt == 2 or "address already in use" not in comp.log_tail(200):
+                    raise
+                self._components.pop("kube-apiserver").stop()
+        for user, cert in (("admin", "admin"), ("kcm", "kube-controller-manager"),
+                           ("scheduler", "kube-scheduler"), ("kwok", "kwok")):
+            path = self.kubeconfig if user == "admin" else self.workdir / f"{user}.kubeconfig"
+            self._write_kubeconfig(path, user, p / f"{cert}.crt", p / f"{cert}.key")
+
+    def _start_controllers(self, deadline: float) -> None:
+        p = self.pki
+        kcm_port, sched_port, kwok_port = free_port(), free_port(), free_port()
+        kcm_kc = self.workdir / "kcm.kubeconfig"
+        kcm = self._spawn("kube-controller-manager", [
+            f"--kubeconfig={kcm_kc}",
+            f"--authentication-kubeconfig={kcm_kc}",
+            f"--authorization-kubeconfig={kcm_kc}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={kcm_port}",
+            "--leader-elect=false",
+            "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={p / 'sa.key'}",
+            f"--root-ca-file={p / 'ca.crt'}",
+            f"--cluster-signing-cert-file={p / 'ca.crt'}",
+            f"--cluster-signing-key-file={p / 'ca.key'}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            # no node IPAM (kwok hands out pod IPs) and no node lifecycle (no
+            # evictions or not-ready taints when a fake node's heartbeat is late on a
+            # loaded machine); cloud controllers do not run without a cloud provider
+            "--controllers=*,-node-ipam-controller,-node-lifecycle-controller",
+            "--concurrent-gc-syncs=5",
+            "--profiling=false",
+        ])
+        sched_kc = self.workdir / "scheduler.kubeconfig"
+        sched = self._spawn("kube-scheduler", [
+            f"--kubeconfig={sched_kc}",
+            f"--authentication-kubeconfig={sched_kc}",
+            f"--authorization-kubeconfig={sched_kc}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={sched_port}",
+            "--leader-elect=false",
+            "--profiling=false",
+        ])
+        kwok = self._spawn("kwok", [
+            f"--kubeconfig={self.workdir / 'kwok.kubeconfig'}",
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
+            f"--cidr={POD_CIDR}",
+            "--node-ip=127.0.0.1",
+            "--node-lease-duration-seconds=40",
+            f"--server-address=127.0.0.1:{kwok_port}",
+        ])
+        insecure = self._insecure_context()
+        self._wait(kcm, lambda: self._http_ok(f"https://127.0.0.1:{kcm_port}/healthz", insecure),
+                   deadline, "kube-controller-manager /healthz")
+        self._wait(sched, lambda: self._http_ok(f"https://127.0.0.1:{sched_port}/healthz", insecure),
+                   deadline, "kube-scheduler /healthz")
+        self._wait(kwok, lambda: self._http_ok(f"http://127.0.0.1:{kwok_port}/healthz"),
+                   deadline, "kwok /healthz")
+        # the service account controller works: pods can be created in "default"
+        ctx = self._admin_ssl_context()
+        self._wait(kcm, lambda: self._http_ok(
+            f"{self.server}/api/v1/namespaces/default/serviceaccounts/default", ctx),
+            deadline, "the default ServiceAccount (kube-controller-manager)")
+
+    # ------------------------------------------------------------------ certificates
+    def _ssl(self, *args) -> None:
+        r = subprocess.run([self.openssl, *map(str, args)], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise ControlPlaneError(f"openssl {' '.join(map(str, args))} failed:\n{r.stderr}")
+
+    def _make_pki(self) -> None:
+        p = self.pki
+        p.mkdir(parents=True, exist_ok=True)
+        # "ca" signs serving and client certs; "front-proxy-ca" only the aggregator's
+        # proxy client cert (request-header authentication), as kubeadm does
+        for ca, cn in (("ca", "tenancy-test-ca"), ("front-proxy-ca", "tenancy-test-front-proxy-ca")):
+            if (p / f"{ca}.crt").exists():
+                continue
+            (p / f"{ca}.cnf").write_text(
+                "[req]\ndistinguished_name=dn\nprompt=no\nx509_extensions=v3\n"
+                f"[dn]\nCN={cn}\n"
+                "[v3]\nbasicConstraints=critical,CA:TRUE\n"
+                "keyUsage=critical,keyCertSign,cRLSign,digitalSignature\n"
+                "subjectKeyIdentifier=hash\n"
+            )
+            self._ssl("req", "-x509", "-new", "-nodes", "-newkey", "ec", "-pkeyopt",
+                      "ec_paramgen_curve:prime256v1", "-keyout", p / f"{ca}.key", "-out",
+                      p / f"{ca}.crt", "-days", "3650", "-config", p / f"{ca}.cnf")
+        if not (p / "sa.key").exists():
+            self._ssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048",
+                      "-out", p / "sa.key")
+            self._ssl("pkey", "-in", p / "sa.key", "-pubout", "-out", p / "sa.pub")
+        self._leaf("apiserver", "/CN=kube-apiserver", server=True,
+                   sans=["IP:127.0.0.1", "DNS:localhost", "DNS:kubernetes",
+                         "DNS:kubernetes.default", "DNS:kubernetes.default.svc",
+                         "DNS:kubernetes.default.svc.cluster.local", "IP:10.96.0.1"])
+        self._leaf("admin", "/O=system:masters/CN=admin")
+        self._leaf("kube-controller-manager", "/CN=system:kube-controller-manager")
+        self._leaf("kube-scheduler", "/CN=system:kube-scheduler")
+        self._leaf("kwok", "/O=system:masters/CN=kwok")
+        self._leaf("front-proxy-client", "/CN=front-proxy-client", ca="front-proxy-ca")
+
+    def _leaf(self, name: str, subject: str, server: bool = False, sans=(), ca: str = "ca") -> None:
+        p = self.pki
+        if (p / f"{name}.crt").exists():
+            return
+        cnf = p / f"{name}.cnf"
+        ext = ["basicConstraints=CA:FALSE", "keyUsage=critical,digitalSignature,keyEncipherment",
+               f"extendedKeyUsage={'serverAuth' if server else 'clientAuth'}"]
+        if sans:
+            ext.append("subjectAltName=" + ",".join(sans))
+        cnf.write_text("[req]\ndistinguished_name=dn\n[dn]\n[v3]\n" + "\n".join(ext) + "\n")
+        self._ssl("req", "-new", "-nodes", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                  "-keyout", p / f"{name}.key", "-out", p / f"{name}.csr", "-subj", subject,
+                  "-config", cnf)
+        self._ssl("x509", "-req", "-in", p / f"{name}.csr", "-CA", p / f"{ca}.crt", "-CAkey", p / f"{ca}.key",
+                  "-set_serial", "0x" + secrets.token_hex(16), "-days", "3650", "-sha256",
+                  "-extfile", cnf, "-extensions", "v3", "-out", p / f"{name}.crt")
+
+    def _write_kubeconfig(self, path: Path, user: str, cert: Path, key: Path) -> None:
+        cfg = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "tenancy-test", "cluster": {
+                "server": self.server, "certificate-authority": str(self.pki / "ca.crt")}}],
+            "users": [{"name": user, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
+            "contexts": [{"name": user, "context": {"cluster": "tenancy-test", "user": user}}],
+            "current-context": user,
+        }
+        path.write_text(json.dumps(cfg, indent=2))  # JSON is YAML
+
+    def user_kubeconfig(self, user: str, groups=()) -> Path:
+        """A kubeconfig that authenticates as ``user`` in ``groups`` with a client
+        certificate (CN=user, O=group for each group) signed by the cluster CA."""
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in user)
+        name = f"user-{safe}-{secrets.token_hex(4)}"
+        subject = "".join(f"/O={g}" for g in groups) + f"/CN={user}"
+        self._leaf(name, subject)
+        path = self.workdir / f"{name}.kubeconfig"
+        self._write_kubeconfig(path, user, self.pki / f"{name}.crt", self.pki / f"{name}.key")
+        return path
+
+    # ------------------------------------------------------------------ API helpers
+    def api_client(self, kubeconfig=None):
+        """A ``kubernetes.client.ApiClient`` for the admin (or another) kubeconfig."""
+        from kubernetes import client, config
+
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=str(kubeconfig or self.kubeconfig), client_configuration=cfg)
+        return client.ApiClient(cfg)
+
+    def create_namespace(self, name: str, labels: dict | None = None, timeout: float = 30.0):
+        """Create a namespace and wait for its ``default`` ServiceAccount (pods are
+        rejected by ServiceAccount admission until the controller made it)."""
+        from kubernetes import client
+
+        core = client.CoreV1Api(self.api_client())
+        ns = core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=labels)))
+        _poll(lambda: core.read_namespaced_service_account("default", name), timeout,
+              f"ServiceAccount {name}/default")
+        return ns
+
+    def add_node(self, name: str, allocatable: dict, labels: dict | None = None,
+                 taints: list | None = None, timeout: float = 60.0):
+        """Create a fake Node managed by kwok with the given allocatable (= capacity)
+        resources, e.g. ``{"cpu": "4", "memory": "16Gi"}`` (``pods`` defaults to 110),
+        wait until it is Ready and schedulable, and return it."""
+        from kubernetes import client
+
+        core = client.CoreV1Api(self.api_client())
+        resources = {"pods": "110", **{k: str(v) for k, v in allocatable.items()}}
+        node = client.V1Node(
+            metadata=client.V1ObjectMeta(
+                name=name,
+                annotations={KWOK_NODE_ANNOTATION: "fake"},
+                labels={"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                        "kubernetes.io/arch": "amd64", "type": "kwok", **(labels or {})},
+            ),
+            spec=client.V1NodeSpec(taints=taints),
+            status=client.V1NodeStatus(allocatable=resources, capacity=resources),
+        )
+        core.create_node(node)
+
+        def ready():
+            n = core.read_node(name)
+            conds = {c.type: c.status for c in (n.status.conditions or [])}
+            if conds.get("Ready") != "True":
+                return None
+            # TaintNodesByCondition admission adds node.kubernetes.io/not-ready on create;
+            # the node lifecycle controller (off here) would lift it once Ready.
+            stale = [t for t in (n.spec.taints or []) if t.key.startswith("node.kubernetes.io/")]
+            if stale:
+                keep = [t for t in n.spec.taints if t not in stale]
+                core.patch_node(name, {"spec": {"taints": [
+                    {k: v for k, v in (("key", t.key), ("value", t.value), ("effect", t.effect)) if v}
+                    for t in keep] or None}})
+                return None
+            return n
+
+        return _poll(ready, timeout, f"node {name} Ready and untainted")
+
+
+def _poll(fn, timeout: float, what: str, interval: float = 0.25):
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        try:
+            r = fn()
+            if r:
+                return r
+        except Exception as e:  # noqa: BLE001
+            last = e
+        if time.monotonic() > deadline:
+            raise ControlPlaneError(f"timed out waiting for {what} (last error: {last!r})")
+        time.sleep(interval)
+
+
+def main(argv=None) -> int:
+    """``python tools/controlplane/controlplane.py [WORKDIR]``: run a control plane with
+    one fake node until Ctrl-C, for poking at it with kubectl or the Python client."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("workdir", nargs="?", default=None)
+    ap.add_argument("--node-cpu", default="4")
+    ap.add_argument("--node-memory", default="16Gi")
+    args = ap.parse_args(argv)
+    workdir = args.workdir or tempfile.mkdtemp(prefix="tenancy-controlplane-")
+    with ControlPlane(workdir) as cp:
+        try:
+            cp.add_node("kwok-node-0", {"cpu": args.node_cpu, "memory": args.node_memory})
+        except ImportError:
+            print("(the kubernetes client is not installed: no fake node added)")
+        print(f"export KUBECONFIG={cp.kubeconfig}\nlogs: {cp.logs}\nCtrl-C to stop", flush=True)
+        try:
+            signal.signal(signal.SIGTERM, lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
+            while cp.running:
+                time.sleep(1)
+            print("a component exited; see the logs", flush=True)
+            return 1
+        except KeyboardInterrupt:
+            return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
