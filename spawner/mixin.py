@@ -156,18 +156,17 @@ class TenancySpawnerMixin(Configurable):
 
     def clear_state(self):
         super().clear_state()
-        self.previous_workload = getattr(self, "workload_id", None) or getattr(self, "previous_workload", None)
         self.workload_id = None
 
     async def _previous_preemption(self) -> str | None:
-        prev = getattr(self, "previous_workload", None)
-        if not prev:
-            return None
+        """If this server's last run was preempted: who took its room, and when."""
         try:
-            wl = await self._service("GET", f"/workloads/{prev}")
+            mine = (await self._service("GET", "/workloads?kind=notebook"))["workloads"]
+            last = next((w for w in mine if w["user"] == self.user.name and (w.get("serverName") or "") == (self.name or "")), None)
+            if last is None or last["state"] != "Preempted":
+                return None
+            wl = await self._service("GET", f"/workloads/{last['id']}")
         except SpawnException:
-            return None
-        if wl.get("state") != "Preempted":
             return None
         evicted = next((e for e in reversed(wl.get("events", [])) if e["type"] in ("preempted", "reclaimed")), None)
         if evicted is None:
@@ -180,6 +179,8 @@ class TenancySpawnerMixin(Configurable):
         self.tenant = group.name
         resources = (self.profiles.get(profile) or {}).get("resources") or {}
         self._notice = await self._previous_preemption()
+        if self._notice:
+            self.log.info("%s: %s", self._log_name, self._notice)
         self._latest = {}
         wl = await self._service("POST", "/workloads", {
             "kind": "notebook", "tenant": group.name, "serverName": self.name or "",

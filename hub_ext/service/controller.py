@@ -431,6 +431,19 @@ class Controller:
                              for e in self.store.events(row.id)]
         return out
 
+    def notices(self, user: str, hours: float = 24) -> list[dict]:
+        """The user's notebooks preempted lately: who took the room, and when."""
+        since = self.clock() - hours * 3600
+        out = []
+        for row in self.store.workloads(user=user, namespaces=[], limit=100):
+            if row.state != "Preempted" or (row.finished or 0) < since:
+                continue
+            event = next((e for e in reversed(self.store.events(row.id)) if e.type in ("preempted", "reclaimed")), None)
+            if event is not None:
+                out.append({"workload": row.id, "name": row.name, "serverName": row.spec.get("serverName") or "",
+                            "time": event.time, "message": event.message, **(event.details or {})})
+        return out
+
     def quota_view(self) -> dict:
         return {name: {"min": format_list(v["min"]), "max": format_list(v["max"]), "used": format_list(v["used"])}
                 for name, v in self.engine.quota.report().items()}

@@ -137,6 +137,7 @@ class MeHandler(APIHandler):
             "name": who.name, "kind": who.kind, "admin": who.admin,
             "tenants": [tenant_view(c, t) for t in who.tenants],
             "workloads": [c.view(r) for r in rows],
+            "notices": c.notices(who.name),
         })
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -192,6 +194,41 @@ def test_training_from_a_notebook_preempts_a_borrowing_notebook_only(hub):
         assert hub.server_model(user)["ready"], f"{user}'s server was touched"
     status, logs = svc(hub, "carol", "GET", f"/workloads/{job_id}/logs")
     assert status == 200
+
+
+def test_the_preempted_user_is_told_who_and_when(hub):
+    [notice] = svc(hub, "erin", "GET", "/me")[1]["notices"]
+    assert notice["message"].startswith("Preempted by team-c/carol-train") and notice["preemptor"] == "team-c/carol-train-0"
+    assert abs(notice["time"] - time.time()) < 300
+    # the next spawn says it first (on the spawn page; here, in the hub's log of the spawn)
+    spawn(hub, "erin", profile="small", tenant="team-a")
+    hub.wait_server_ready("erin", timeout=60)
+    assert "erin: Your previous server was stopped at" in hub.log_tail(400)
+    hub.stop_server("erin", timeout=30)
+
+
+def test_cell_magic_and_terminal_commands(hub):
+    out = run_code(hub, "carol", token(hub, "carol"), (
+        "%load_ext hub_ext.client\n"
+        # a cell magic must open its cell; this is what `%%train ...` runs
+        "get_ipython().run_cell_magic('train', '--cpu 1 --name magic-job --wait', \"print('hello from the magic')\")\n"))
+    assert "magic-job" in out and "Succeeded" in out, out
+    env = {**os.environ, "TENANCY_API_URL": hub.url(API), "JUPYTERHUB_API_TOKEN": token(hub, "carol")}
+    tenancy = [sys.executable, "-m", "hub_ext.cli"]
+    jobs = subprocess.run(tenancy + ["jobs"], env=env, capture_output=True, text=True, timeout=60)
+    assert jobs.returncode == 0 and "magic-job" in jobs.stdout and "carol-train" in jobs.stdout, jobs
+    magic = next(line.split()[0] for line in jobs.stdout.splitlines() if "magic-job" in line)
+    logs = subprocess.run(tenancy + ["logs", magic], env=env, capture_output=True, text=True, timeout=60)
+    assert logs.stdout.strip() == "hello from the magic", logs
+    sub = subprocess.run(tenancy + ["submit", "--cpu", "1", "--name", "term-job", "--", "sleep", "300"],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert sub.returncode == 0 and "term-job" in sub.stdout, sub
+    term = sub.stdout.split("(")[1].split(")")[0]
+    cancel = subprocess.run(tenancy + ["cancel", term], env=env, capture_output=True, text=True, timeout=60)
+    assert cancel.returncode == 0 and "Cancelled" in cancel.stdout, cancel
+    bad = subprocess.run(tenancy + ["submit", "--tenant", "team-a", "--", "true"], env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 1 and bad.stderr.strip() == "tenancy: error: carol is not a member of tenant team-a (HTTP 403)"
 
 
 def test_users_act_only_in_their_teams_namespaces(hub):

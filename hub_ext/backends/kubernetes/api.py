@@ -1,0 +1,194 @@
+"""A thin REST layer over ``kubernetes.client.ApiClient``: JSON in and out, one-line errors, discovery.
+
+Objects are plain dicts, exactly the server's JSON: what is compared is what the
+server stored, and a body is sent as written (no model round trip that could
+drop or rename a field). Requests go through the ``ApiClient``'s own
+serialization, authentication (bearer token with refresh, client certificates,
+impersonation headers set with ``set_default_header``) and connection pool.
+
+Every failure (an API status such as 403 or 409, a refused connection, a
+timeout) raises ``KubernetesError``, whose ``str`` is one line.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from urllib.parse import quote
+
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError as Urllib3Error
+
+
+class KubernetesError(RuntimeError):
+    """A failed API call, as one line. ``status`` is the HTTP status (None: the server did not answer)."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(" ".join(str(message).split()))
+        self.status = status
+
+    @property
+    def unreachable(self) -> bool:
+        return self.status is None
+
+
+def _status_error(status: int, reason: str, data: bytes | str | None) -> KubernetesError:
+    """The API server's ``Status`` answer as one line: ``403 Forbidden: roles ... is forbidden: ...``."""
+    message = ""
+    try:
+        message = json.loads(data or b"").get("message") or ""
+    except (ValueError, AttributeError):
+        if isinstance(data, bytes):
+            data = data.decode(errors="replace")
+        if data and len(data) < 300:
+            message = data
+    return KubernetesError(f"{status} {reason or ''}: {message}".replace(" :", ":").rstrip(": "), status)
+
+
+def describe(exc: BaseException) -> KubernetesError:
+    """Any exception raised by the client as a one-line ``KubernetesError``."""
+    if isinstance(exc, KubernetesError):
+        return exc
+    if isinstance(exc, ApiException):
+        if exc.status:
+            return _status_error(exc.status, exc.reason, exc.body)
+        return KubernetesError(exc.reason or type(exc).__name__, None)
+    if isinstance(exc, (Urllib3Error, OSError)):
+        reason = getattr(exc, "reason", None) or exc
+        return KubernetesError(f"cannot reach the API server: {reason}", None)
+    return KubernetesError(f"{type(exc).__name__}: {exc}", None)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """Where the objects of one kind live in the REST API."""
+
+    name: str
+    group_version: str  # "v1" for the core group
+    plural: str
+    namespaced: bool
+
+    @property
+    def group(self) -> str:
+        return self.group_version.rpartition("/")[0]
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        """``/apis/<gv>[/namespaces/<ns>]/<plural>[/<name>]``; without a namespace, every namespace."""
+        out = "/api/v1" if self.group_version == "v1" else f"/apis/{self.group_version}"
+        if self.namespaced and namespace:
+            out += f"/namespaces/{quote(namespace, safe='')}"
+        out += f"/{self.plural}"
+        if name:
+            out += f"/{quote(name, safe='')}"
+        return out
+
+
+NAMESPACE = Kind("Namespace", "v1", "namespaces", False)
+PRIORITY_CLASS = Kind("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses", False)
+ROLE = Kind("Role", "rbac.authorization.k8s.io/v1", "roles", True)
+ROLE_BINDING = Kind("RoleBinding", "rbac.authorization.k8s.io/v1", "rolebindings", True)
+LIMIT_RANGE = Kind("LimitRange", "v1", "limitranges", True)
+RESOURCE_QUOTA = Kind("ResourceQuota", "v1", "resourcequotas", True)
+POD = Kind("Pod", "v1", "pods", True)
+
+#: The kinds the provisioner manages, in the order it applies them (a namespace before
+#: what it holds; the LimitRange before the ResourceQuota, so that the quota never
+#: sees a namespace whose pods get no defaults).
+KINDS = (NAMESPACE, PRIORITY_CLASS, ROLE, ROLE_BINDING, LIMIT_RANGE, RESOURCE_QUOTA)
+
+
+class Api:
+    """Create, read, replace, delete and list by label, raising ``KubernetesError`` only."""
+
+    def __init__(self, api_client, timeout: float | None = None):
+        self.api_client = api_client
+        self.timeout = timeout or None
+
+    def request(self, method: str, path: str, *, query=None, body=None):
+        """One request; the decoded JSON answer (``{}`` when empty)."""
+        headers = {"Accept": "application/json", "Content-Type": "application/json"}
+        query = [(k, v) for k, v in (query or {}).items() if v is not None]
+        try:
+            if hasattr(self.api_client, "param_serialize"):  # kubernetes >= 35 (openapi-generator "python")
+                request = self.api_client.param_serialize(
+                    method=method, resource_path=path, query_params=query, header_params=headers,
+                    body=body, auth_settings=["BearerToken"])
+                resp = self.api_client.call_api(*request, _request_timeout=self.timeout)
+                status, reason, data = resp.status, resp.reason, resp.read()
+            else:  # older clients ("python-legacy"): non-2xx answers raise ApiException
+                resp = self.api_client.call_api(
+                    path, method, query_params=query, header_params=headers, body=body,
+                    auth_settings=["BearerToken"], _preload_content=False, _request_timeout=self.timeout)
+                resp = resp[0] if isinstance(resp, tuple) else resp
+                status, reason, data = resp.status, resp.reason, resp.data
+        except Exception as exc:  # noqa: BLE001 - every failure becomes one line
+            raise describe(exc) from None
+        if not 200 <= status <= 299:
+            raise _status_error(status, reason, data)
+        try:
+            return json.loads(data) if data else {}
+        except ValueError:
+            raise KubernetesError(f"{method} {path}: the API server answered with something other than JSON") from None
+
+    def read(self, kind: Kind, namespace: str | None, name: str) -> dict | None:
+        """The object, or None when it does not exist."""
+        try:
+            return self.request("GET", kind.path(namespace, name))
+        except KubernetesError as err:
+            if err.status == 404:
+                return None
+            raise
+
+    def create(self, kind: Kind, obj: dict) -> dict:
+        return self.request("POST", kind.path(obj["metadata"].get("namespace")), body=obj)
+
+    def replace(self, kind: Kind, obj: dict) -> dict:
+        """PUT: fails with 409 when ``metadata.resourceVersion`` is stale (someone changed it meanwhile)."""
+        meta = obj["metadata"]
+        return self.request("PUT", kind.path(meta.get("namespace"), meta["name"]), body=obj)
+
+    def delete(self, kind: Kind, namespace: str | None, name: str) -> None:
+        """Delete (in the background); an object already gone is fine."""
+        try:
+            self.request("DELETE", kind.path(namespace, name), body={"propagationPolicy": "Background"})
+        except KubernetesError as err:
+            if err.status != 404:
+                raise
+
+    def list(self, kind: Kind, label_selector: str | None = None, namespace: str | None = None,
+             limit: int | None = None) -> list[dict]:
+        """Objects of every namespace (or of one), filtered by labels."""
+        return self.request("GET", kind.path(namespace), query={"labelSelector": label_selector,
+                                                                 "limit": limit}).get("items") or []
+
+    # ------------------------------------------------------------------ discovery
+    def served_versions(self) -> dict[str, list[str]]:
+        """``{group: [version, ...]}`` from the discovery API; the core group is ``""``."""
+        out = {"": list(self.request("GET", "/api").get("versions") or [])}
+        for group in self.request("GET", "/apis").get("groups") or []:
+            out[group.get("name", "")] = [v.get("version") for v in group.get("versions") or []]
+        return out
+
+    def served_resources(self, group_version: str) -> set[str]:
+        """The resources (plurals) a group version serves; empty when it is not served."""
+        path = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
+        try:
+            found = self.request("GET", path)
+        except KubernetesError as err:
+            if err.status == 404:
+                return set()
+            raise
+        return {r.get("name") for r in found.get("resources") or []}
+
+
+def missing_group_versions(served: dict[str, list[str]], wanted) -> dict[str, str]:
+    """For each wanted ``group/version`` the server does not serve, a one-line reason."""
+    out = {}
+    for gv in wanted:
+        group, _, version = gv.rpartition("/")
+        versions = served.get(group)
+        if versions is None:
+            out[gv] = f"the API server does not serve {gv} (no API group {group or 'core'})"
+        elif version not in versions:
+            out[gv] = f"the API server does not serve {gv} (it serves {group} at {', '.join(versions) or 'no version'})"
+    return out
