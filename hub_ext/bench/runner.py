@@ -21,12 +21,13 @@ ADMISSION_SCALES = [  # (leaves, pending pods, nodes)
     (1_000, 100_000, 5_000),
 ]
 PREEMPTION_SCALES = [  # (leaves, running pods, nodes): 64 one-cpu pods fill a node
-    (10, 1_024, 16),
+    (100, 1_024, 16),
     (100, 10_240, 160),
-    (1_000, 51_200, 800),
+    (100, 51_200, 800),
+    (1_000, 51_200, 800),  # and ten times the namespaces
 ]
 QUICK_ADMISSION = [(10, 1_000, 50), (100, 5_000, 250)]
-QUICK_PREEMPTION = [(10, 1_024, 16), (100, 5_120, 80)]
+QUICK_PREEMPTION = [(50, 1_024, 16), (50, 5_120, 80)]
 SAMPLES = 1000
 
 
@@ -82,10 +83,24 @@ def bench_preemption(leaves: int, running: int, nodes: int, seed: int) -> dict:
     for i in range(filler):
         engine.submit(f"ns-{rng.randrange(leaves)}", f"fill-{i}", pod_spec(1, "low-priority-dev"), 0.0)
     engine.schedule(0.0)
+    lat, evicted = _time_decisions(engine, lambda i: engine.submit(
+        f"ns-{rng.randrange(leaves)}", f"hi-{i}", pod_spec(rng.randrange(1, 4), "critical-prod"), 1.0 + i))
+    return {
+        "bench": "preemption", "leaves": leaves, "running_pods": running + filler, "nodes": nodes,
+        "decisions": SAMPLES, "evictions": evicted,
+        "preemption_p50_ms": round(_pct(lat, 0.5) * 1e3, 3), "preemption_p99_ms": round(_pct(lat, 0.99) * 1e3, 3),
+    }
+
+
+def _time_decisions(engine, submit_one, *, drop_pending: bool = False, samples: int = SAMPLES):
+    """Time single decisions: submit one pod, schedule; victims leave at once.
+
+    Returns (latencies in seconds, evictions made).
+    """
     gc.collect()
     lat, evicted = [], 0
-    for i in range(SAMPLES):
-        pod = engine.submit(f"ns-{rng.randrange(leaves)}", f"hi-{i}", pod_spec(rng.randrange(1, 4), "critical-prod"), 1.0 + i)
+    for i in range(samples):
+        submit_one(i)
         t = time.perf_counter()
         decisions = engine.schedule(1.0 + i)
         lat.append(time.perf_counter() - t)
@@ -93,11 +108,10 @@ def bench_preemption(leaves: int, running: int, nodes: int, seed: int) -> dict:
         for ev in decisions.evictions:
             engine.complete_eviction(ev.victim.uid, 1.0 + i)
             engine.delete(ev.victim.uid)
-    return {
-        "bench": "preemption", "leaves": leaves, "running_pods": running + filler, "nodes": nodes,
-        "decisions": SAMPLES, "evictions": evicted,
-        "preemption_p50_ms": round(_pct(lat, 0.5) * 1e3, 3), "preemption_p99_ms": round(_pct(lat, 0.99) * 1e3, 3),
-    }
+        if drop_pending:  # a reclaimer that could not get in leaves, so every sample starts alike
+            for p in list(engine.pending):
+                engine.delete(p.uid)
+    return lat, evicted
 
 
 def bench_reclaim(leaves: int, running: int, nodes: int, seed: int) -> dict:
@@ -109,24 +123,16 @@ def bench_reclaim(leaves: int, running: int, nodes: int, seed: int) -> dict:
     for i in range(nodes * 64):  # fill the cluster
         engine.submit(busy[rng.randrange(len(busy))], f"b-{i}", pod_spec(1, "high-priority-research"), 0.0)
     engine.schedule(0.0)
-    gc.collect()
-    lat, evicted = [], 0
     idle = [f"ns-{i}" for i in range(1, leaves, 2)]
-    for k in range(SAMPLES):
-        pod = engine.submit(idle[rng.randrange(len(idle))], f"r-{k}", pod_spec(1, "low-priority-dev"), 1.0 + k)
-        t = time.perf_counter()
-        decisions = engine.schedule(1.0 + k)
-        lat.append(time.perf_counter() - t)
-        evicted += len(decisions.evictions)
-        for ev in decisions.evictions:
-            engine.complete_eviction(ev.victim.uid, 1.0 + k)
-            engine.delete(ev.victim.uid)
-        for p in list(engine.pending):
-            engine.delete(p.uid)
+    # Each idle leaf can take back its guarantee (in 1-cpu pods) and no more: time that many.
+    guarantee = engine.quota.nodes["leaf-1"].min["cpu"] // 1000
+    lat, evicted = _time_decisions(engine, lambda k: engine.submit(
+        idle[rng.randrange(len(idle))], f"r-{k}", pod_spec(1, "low-priority-dev"), 1.0 + k),
+        drop_pending=True, samples=min(SAMPLES, len(idle) * guarantee))
     running_now = sum(1 for p in engine.pods.values() if p.phase.value == "Running")
     return {
         "bench": "reclaim", "leaves": leaves, "running_pods": running_now, "nodes": nodes,
-        "decisions": SAMPLES, "evictions": evicted,
+        "decisions": len(lat), "evictions": evicted,
         "reclaim_p50_ms": round(_pct(lat, 0.5) * 1e3, 3), "reclaim_p99_ms": round(_pct(lat, 0.99) * 1e3, 3),
     }
 
@@ -141,12 +147,18 @@ def run(quick: bool, seed: int):
 
 
 def _growth(results, kind, metric, size_key):
-    rows = [r for r in results if r["bench"] == kind]
-    if len(rows) < 2:
+    """Cost at the largest size against the smallest, with the number of leaves held fixed."""
+    groups: dict = {}
+    for r in results:
+        if r["bench"] == kind:
+            groups.setdefault(r["leaves"], []).append(r)
+    comparable = [rows for rows in groups.values() if len(rows) >= 2]
+    if not comparable:
         return None
-    first, last = rows[0], rows[-1]
+    rows = max(comparable, key=lambda rows: rows[0]["leaves"])
+    first, last = min(rows, key=lambda r: r[size_key]), max(rows, key=lambda r: r[size_key])
     return {
-        "bench": f"{kind}-growth", "metric": metric,
+        "bench": f"{kind}-growth", "metric": metric, "leaves": first["leaves"],
         "scale_factor": round(last[size_key] / first[size_key], 1),
         "nodes_factor": round(last["nodes"] / first["nodes"], 1),
         "cost_factor": round(last[metric] / max(first[metric], 1e-9), 2),
@@ -179,5 +191,5 @@ def _line(row: dict) -> str:
         return (f"{kind:<11} leaves={row['leaves']:>5} running={row['running_pods']:>7} nodes={row['nodes']:>5}  "
                 f"decision p50 {row[kind + '_p50_ms']} ms p99 {row[kind + '_p99_ms']} ms  "
                 f"({row['evictions']} evictions in {row['decisions']} decisions)")
-    return (f"{kind:<20} {row['metric']}: x{row['scale_factor']} pods, x{row['nodes_factor']} nodes "
-            f"-> x{row['cost_factor']} cost")
+    return (f"{kind:<20} {row['metric']} at {row['leaves']} leaves: x{row['scale_factor']} pods, "
+            f"x{row['nodes_factor']} nodes -> x{row['cost_factor']} cost")

@@ -400,19 +400,18 @@ class Engine:
                                    "used": format_milli(res, used), "limit": format_milli(res, limit)})
 
     def _capacity_reason(self, pod: Pod) -> Reason:
+        """Why no node takes the pod: the cluster lacks a resource, or no single node has enough of it."""
         cluster = self.cluster
-        for res, need in sorted(pod.requests.items()):
-            free = cluster.total_free(res)
-            if free < need:
-                return Reason(CLUSTER_CAPACITY, f"the cluster has {format_milli(res, max(free, 0))} {res} free, "
-                              f"this pod needs {format_milli(res, need)}",
-                              {"resource": res, "need": format_milli(res, need), "free": format_milli(res, max(free, 0))})
-        for res, need in sorted(pod.requests.items()):
-            largest = cluster.largest_free(res)
-            if largest < need:
-                return Reason(CLUSTER_CAPACITY, f"no node has {format_milli(res, need)} {res} free "
-                              f"(the most on one node is {format_milli(res, max(largest, 0))})",
-                              {"resource": res, "need": format_milli(res, need), "free": format_milli(res, max(largest, 0))})
+        for kind, amount_of in (("cluster", cluster.total_free), ("node", cluster.largest_free)):
+            for res, need in sorted(pod.requests.items()):
+                free = max(amount_of(res), 0)
+                if free >= need:
+                    continue
+                text = (f"the cluster has {format_milli(res, free)} {res} free, this pod needs {format_milli(res, need)}"
+                        if kind == "cluster" else
+                        f"no node has {format_milli(res, need)} {res} free (the most on one node is {format_milli(res, free)})")
+                return Reason(CLUSTER_CAPACITY, text,
+                              {"resource": res, "need": format_milli(res, need), "free": format_milli(res, free)})
         sel = pod.spec.node_selector
         text = f"no node has room for {describe(pod.requests)}" + (f" and matches {sel}" if sel else "")
         return Reason(CLUSTER_CAPACITY, text, {"need": describe(pod.requests)})

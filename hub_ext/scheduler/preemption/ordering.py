@@ -11,14 +11,15 @@
 
 Each tree node keeps, for the length of one search, a heap of its children by
 share; a child's entry is refreshed lazily when victims taken below it change
-its share, so one pick costs O(depth x log children), not O(children).
+its share, so one pick costs O(depth x log children), not O(children). A child
+on the victims' side whose share is not above zero is dropped: no pod below it
+that would help may be taken (its side would fall below ``min``).
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-from collections import defaultdict
 
 _FIRST = float("-inf")
 
@@ -32,29 +33,37 @@ class CandidatePicker:
     def __init__(self, ctx):
         self.ctx = ctx
         self.taken: set[int] = set()
-        self._taken_count: dict = defaultdict(lambda: defaultdict(int))  # QNode -> priority -> n
+        self._taken_count: dict = {}  # QNode -> {priority: n}
         self._heaps: dict = {}
         self._seq = itertools.count()
+        # Shares are over the contested resources, each scaled by the cluster's capacity.
+        self._scale = [(r, 1.0 / max(ctx.capacity.get(r, 0), 1)) for r in sorted(ctx.contested or ctx.request)]
 
     def exclude(self, pod) -> None:
         """Never offer ``pod`` again (taken as a victim, or refused)."""
         self.taken.add(pod.uid)
         for node in pod.leaf.path:
-            self._taken_count[node][pod.priority] += 1
+            counts = self._taken_count.setdefault(node, {})
+            counts[pod.priority] = counts.get(pod.priority, 0) + 1
 
     def next(self, priority: int, top):
         """The next candidate of ``priority`` under ``top``, or None."""
         return self._best(top, priority, None)
 
     def _left(self, node, priority: int) -> int:
-        return node.prio_count.get(priority, 0) - self._taken_count[node][priority]
+        taken = self._taken_count.get(node)
+        return node.prio_count.get(priority, 0) - (taken.get(priority, 0) if taken else 0)
 
     def share(self, node) -> float:
-        ctx = self.ctx
-        return max(
-            ((ctx.used(node, r) - node.min.get(r, 0)) / max(ctx.capacity.get(r, 0), 1) for r in ctx.request),
-            default=0.0,
-        )
+        """max over contested resources of (used - min) / capacity, victims taken so far counted out."""
+        freed = self.ctx.removed.get(node)
+        used, low = node.used, node.min
+        best = None
+        for res, scale in self._scale:
+            value = (used.get(res, 0) - (freed.get(res, 0) if freed else 0) - low.get(res, 0)) * scale
+            if best is None or value > best:
+                best = value
+        return 0.0 if best is None else best
 
     def _best(self, node, priority: int, lca):
         ctx = self.ctx
@@ -78,6 +87,9 @@ class CandidatePicker:
                 heapq.heappop(heap)
                 continue
             share = self.share(child)
+            if share <= 0 and child_lca is not None:
+                heapq.heappop(heap)  # at or below its guarantee now: nothing more to take there
+                continue
             if -neg != share:
                 heapq.heapreplace(heap, (-share, next(self._seq), child, child_lca))
                 continue
@@ -108,6 +120,11 @@ class CandidatePicker:
             child_lca = lca if lca is not None else (None if child in ctx.path_set else node)
             if priority >= ctx.pod.priority and child_lca is not None and not ctx.reclaim_ok(child_lca):
                 continue
-            heap.append((-self.share(child), next(self._seq), child, child_lca))
+            share = self.share(child)
+            if share <= 0 and child_lca is not None:
+                # On the victims' side and not above its guarantee in any contested resource:
+                # every pod there that would help is protected by rule 1/2's "stays at or above min".
+                continue
+            heap.append((-share, next(self._seq), child, child_lca))
         heapq.heapify(heap)
         return heap
