@@ -228,3 +228,22 @@ def test_two_reclaimers_take_one_pod_from_each_borrowing_sibling():
     evictions = settle(eng, 12)
     assert sorted(ref(e.victim) for e in evictions) == ["ns1/p3", "ns2/p3"]
     assert {n: eng.quota.nodes[n].used["cpu"] for n in ("a1", "a2", "b2")} == {"a1": 3000, "a2": 3000, "b2": 2000}
+
+
+def test_a_replica_under_another_tree_leaves_the_original_alone():
+    eng = engine(TWO_TEAMS, {"n1": {"cpu": 8}})
+    pods = run_all(eng, [P("team-a/a1", 4), P("team-a/a2", 4)])
+    waiting = submit(eng, P("team-b/b", 4), 10)
+    [ev] = eng.schedule(10).evictions  # b reclaims its guarantee: a2 terminates, b is nominated
+    assert ref(ev.victim) == "team-a/a2" and waiting.nominated
+    smaller_a = tree(node("root", {"cpu": 8}, {"cpu": 8}, children=[
+        node("a", {"cpu": 2}, {"cpu": 4}, ["team-a"]), node("b", {"cpu": 4}, {"cpu": 8}, ["team-b"])]))
+    copy = eng.replica(smaller_a)
+    assert sorted(p.name for p in copy.pods.values()) == ["a1", "b"]  # the terminating pod is gone
+    assert [p.name for p in copy.pending] == ["b"]  # the nominee queues again, in its place
+    d = copy.schedule(11)
+    assert [p.name for p in d.admitted] == ["b"] and d.evictions == []
+    assert copy.quota.nodes["a"].max == {"cpu": 4000} and copy.quota.nodes["a"].used == {"cpu": 4000}
+    # the original is untouched
+    assert eng.quota.nodes["a"].max == {"cpu": 8000} and waiting.nominated
+    assert pods["team-a/a2"].phase is Phase.TERMINATING and eng.cluster.nodes["n1"].free["cpu"] == -4000

@@ -145,6 +145,7 @@ def _index(tree: ElasticQuotaTree) -> None:
 
 def validate(tree: ElasticQuotaTree) -> None:
     """Check min <= max on every node and that children's guarantees fit in their parent's."""
+    # Each node's own min <= max first: a node's own mistake is the clearest one to name.
     for node in tree.nodes.values():
         for res, low in node.min.items():
             high = node.max.get(res)
@@ -152,6 +153,7 @@ def validate(tree: ElasticQuotaTree) -> None:
                 raise ValidationError(
                     f"{node.name}: min {res} {format_milli(res, low)} exceeds max {format_milli(res, high)}"
                 )
+    for node in tree.nodes.values():
         if not node.children:
             continue
         sums: ResourceList = {}

@@ -100,6 +100,34 @@ class Engine:
         self.quota.rescale(self.cluster.capacity)
         self._released += 1
 
+    def replica(self, tree: ElasticQuotaTree | None) -> "Engine":
+        """A new engine with this one's nodes, classes, quotas, limits and pods, under ``tree``.
+
+        Running pods are adopted where they run, terminating ones are gone, waiting
+        ones (nominated too) are queued in their order: what a tree change would
+        start from. Used for dry runs; this engine is not touched.
+        """
+        out = Engine(tree, PriorityClasses(self.classes.by_name.values()))
+        for node in self.cluster.nodes.values():
+            alloc = dict(node.allocatable)
+            if node.max_pods is not None:
+                alloc["pods"] = node.max_pods * 1000
+            out.add_node(node.name, alloc, node.labels)
+        for rqs in self.resource_quotas.values():
+            for rq in rqs.values():
+                out.apply_resource_quota(rq)
+        for lrs in self.limit_ranges.values():
+            for lr in lrs.values():
+                out.apply_limit_range(lr)
+        for pod in sorted(self.pods.values(), key=Pod.sort_key):
+            if pod.phase not in (Phase.PENDING, Phase.RUNNING):
+                continue
+            copy = out.submit(pod.namespace, pod.name, pod.spec, pod.created, owner=pod.owner, labels=pod.labels,
+                              annotations=pod.annotations, preemptible=pod.preemptible, duration=pod.duration)
+            if pod.phase is Phase.RUNNING:
+                out.adopt(copy, pod.node, pod.admitted_at)
+        return out
+
     def apply_priority_class(self, pc: PriorityClass) -> None:
         self.classes.apply(pc)
 

@@ -10,7 +10,6 @@ Time is wall-clock seconds; the engine stays pure.
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 import secrets
 import time
@@ -100,8 +99,7 @@ class Controller:
 
     def preview_tree(self, tree: ElasticQuotaTree | None) -> dict:
         """What changing the tree to ``tree`` would do now, on a copy: who would be evicted, who would start."""
-        engine = copy.deepcopy(self.engine)
-        engine.set_tree(tree_with_tenants(tree, self.tenants))
+        engine = self.engine.replica(tree_with_tenants(tree, self.tenants))
         now = self.clock()
         evictions, admitted = [], []
         for _ in range(100):
@@ -503,6 +501,11 @@ class Controller:
     def _restore_ended(self, row, owner, pod, prow, status, now) -> None:
         """A pod that ran before the restart and does not run now."""
         was_evicted = prow.phase == "Terminating"
+        if isinstance(status, tuple) and status[1] >= 128 and row.kind == TRAINING and not was_evicted:
+            # Killed by a signal while we were away (a machine or hub shutdown): lost, not failed.
+            self.store.record(now, "requeued", f"{prow.name} was stopped by signal {status[1] - 128} while the "
+                              "service was down; it is queued again in its place", row.id)
+            return
         if isinstance(status, tuple) and not was_evicted:  # ("exited", code)
             code = status[1]
             self.engine.delete(pod.uid)
@@ -521,7 +524,10 @@ class Controller:
             owner.pods.remove(pod)
             prow.phase, prow.finished_at = "Evicted", now
             row.state, row.finished = ("Preempted" if was_evicted else "Stopped"), now
-        # a training pod simply waits in the queue again, in its old place
+        elif not was_evicted:
+            self.store.record(now, "requeued", f"{prow.name} was gone after the restart; it is queued again in its place",
+                              row.id)
+        # a training pod waits in the queue again, in its old place
 
 
 def _dns(name: str) -> str:

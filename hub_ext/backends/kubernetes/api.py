@@ -68,10 +68,6 @@ class Kind:
     plural: str
     namespaced: bool
 
-    @property
-    def group(self) -> str:
-        return self.group_version.rpartition("/")[0]
-
     def path(self, namespace: str | None = None, name: str | None = None) -> str:
         """``/apis/<gv>[/namespaces/<ns>]/<plural>[/<name>]``; without a namespace, every namespace."""
         out = "/api/v1" if self.group_version == "v1" else f"/apis/{self.group_version}"

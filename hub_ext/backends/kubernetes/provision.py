@@ -52,7 +52,10 @@ from traitlets.config import LoggingConfigurable
 
 from ...quota.errors import ValidationError
 from ...quota.priorityclass import PREEMPT, SEED_CLASSES, parse_priority_class
-from .api import KINDS, NAMESPACE, POD, PRIORITY_CLASS, Api, KubernetesError, missing_group_versions
+from .api import (
+    KINDS, LIMIT_RANGE, NAMESPACE, POD, PRIORITY_CLASS, RESOURCE_QUOTA, ROLE, ROLE_BINDING, Api, KubernetesError,
+    missing_group_versions,
+)
 from .objects import (
     DEFAULT_LIMITS, DEV_QUOTA, DEVELOPER_RULES, QUOTA_LEAF, RBAC, SHARED, VIEWER_RULES, Marker, describe_key,
     differences, group_of, key, label_value, merged, needs_recreate, validate as validate_object,
@@ -265,6 +268,21 @@ class Provisioner(LoggingConfigurable):
         """,
     ).tag(config=True)
 
+    use_existing_namespaces = Bool(
+        True,
+        help="""
+        Provision a tenant in a namespace that already exists and was not created by this
+        provisioner (the namespace itself is left as is and reported as a conflict). Whoever
+        edits hub group properties can then grant a group access to any such namespace; turn
+        this off to provision only in namespaces the provisioner created.
+        """,
+    ).tag(config=True)
+
+    protected_namespaces = List(
+        Unicode(), default_value=["default", "kube-system", "kube-public", "kube-node-lease"],
+        help="Namespaces never given to a tenant (names starting with ``kube-`` never are either).",
+    ).tag(config=True)
+
     delete_namespaces = Bool(
         False,
         help="""
@@ -360,7 +378,7 @@ class Provisioner(LoggingConfigurable):
         seen: dict[str, str] = {}
         shared = self.shared_namespace
 
-        def add(obj, group=None):
+        def add(obj):
             try:
                 validate_object(obj)
             except ValidationError as err:
@@ -375,6 +393,10 @@ class Provisioner(LoggingConfigurable):
             if not tenant.usable:
                 hold_groups.add(group)
                 continue
+            if ns in self.protected_namespaces or ns.startswith("kube-"):
+                errors.append(Action("", None, "", f"tenant {group}: namespace {ns} is protected; skipped"))
+                hold_groups.add(group)
+                continue
             if ns in seen or ns == shared:
                 owner = f"tenant {seen[ns]}" if ns in seen else "the shared namespace"
                 errors.append(Action("", None, "", f"tenant {group}: namespace {ns} already belongs to {owner}; skipped"))
@@ -384,26 +406,26 @@ class Provisioner(LoggingConfigurable):
             names = {"namespace": ns, "group": group}
             labels = {QUOTA_LEAF: label_value(tenant.leaf)} if tenant.leaf else {}
             add(mark.manifest(NAMESPACE, ns, group=group, labels=labels))
-            add(mark.manifest(KIND_BY_NAME["Role"], self.developer_role, ns, group=group, rules=self.developer_rules))
+            add(mark.manifest(ROLE, self.developer_role, ns, group=group, rules=self.developer_rules))
             add(mark.manifest(
-                KIND_BY_NAME["RoleBinding"], self.role_binding_name.format(**names), ns, group=group,
+                ROLE_BINDING, self.role_binding_name.format(**names), ns, group=group,
                 subjects=self._subjects(group), roleRef={"apiGroup": RBAC, "kind": "Role", "name": self.developer_role}))
             limits = self._limits(group)
             if limits:
-                add(mark.manifest(KIND_BY_NAME["LimitRange"], self.limit_range_name, ns, group=group,
+                add(mark.manifest(LIMIT_RANGE, self.limit_range_name, ns, group=group,
                                   spec={"limits": limits}))
             hard = self._quota_hard(group)
             if hard:
-                add(mark.manifest(KIND_BY_NAME["ResourceQuota"], self.resource_quota_name, ns, group=group,
+                add(mark.manifest(RESOURCE_QUOTA, self.resource_quota_name, ns, group=group,
                                   spec={"hard": hard}))
             if shared:
                 add(mark.manifest(
-                    KIND_BY_NAME["RoleBinding"], self.viewer_binding_name.format(**names), shared, group=group,
+                    ROLE_BINDING, self.viewer_binding_name.format(**names), shared, group=group,
                     subjects=[s for s in self._subjects(group) if s["kind"] == "Group"],
                     roleRef={"apiGroup": RBAC, "kind": "Role", "name": self.viewer_role}))
         if shared:
             add(mark.manifest(NAMESPACE, shared, labels={SHARED: "true"}))
-            add(mark.manifest(KIND_BY_NAME["Role"], self.viewer_role, shared, rules=self.viewer_rules))
+            add(mark.manifest(ROLE, self.viewer_role, shared, rules=self.viewer_rules))
         for raw in self.priority_classes:
             obj = mark.manifest(PRIORITY_CLASS, str(raw.get("name", "")), **{
                 k: raw[k] for k in ("value", "globalDefault", "description", "preemptionPolicy") if k in raw})
@@ -433,17 +455,18 @@ class Provisioner(LoggingConfigurable):
             desired, errors, hold_groups, hold_keys = self.desired(tenants)
             result.errors.extend(errors)
             desired = [obj for obj in desired if KIND_BY_NAME[obj["kind"]] in kinds]
-            failed_namespaces: dict[str, int] = {}
+            blocked: dict[str, list] = {}  # namespace -> [why, objects skipped]
             for obj in desired:
                 ns = obj["metadata"].get("namespace")
-                if ns in failed_namespaces:
-                    failed_namespaces[ns] += 1
+                if ns in blocked:
+                    blocked[ns][1] += 1
                     continue
-                if not self._apply(api, obj, result) and obj["kind"] == "Namespace":
-                    failed_namespaces[obj["metadata"]["name"]] = 0
-            for ns, skipped in failed_namespaces.items():
+                ok = self._apply(api, obj, result)
+                if obj["kind"] == "Namespace" and ok is not True:
+                    blocked[obj["metadata"]["name"]] = [ok or "it could not be provisioned", 0]
+            for ns, (why, skipped) in blocked.items():
                 if skipped:
-                    result.errors.append(Action("Namespace", None, ns, f"{skipped} objects in it not provisioned"))
+                    result.errors.append(Action("Namespace", None, ns, f"{skipped} objects in it not provisioned: {why}"))
             current = {t.group for t in tenants if t.usable}
             self._remove_orphans(api, kinds, {key(o) for o in desired} | hold_keys, hold_groups, current, result)
         except _Abort as err:
@@ -471,44 +494,43 @@ class Provisioner(LoggingConfigurable):
             result.errors.append(Action("", None, "", f"{reason}: {names} not provisioned"))
         return {k for k in KINDS if k.group_version not in missing}
 
-    def _apply(self, api: Api, obj: dict, result: ProvisionResult) -> bool:
-        """Create or repair one object; False if it could not be done (an error is recorded)."""
+    def _apply(self, api: Api, obj: dict, result: ProvisionResult):
+        """Create or repair one object. True when it is in place (or left alone, but usable);
+        otherwise, for a namespace, why nothing is to be provisioned in it (an error or a
+        conflict is recorded)."""
         kind = KIND_BY_NAME[obj["kind"]]
         meta = obj["metadata"]
         ns, name = meta.get("namespace"), meta["name"]
         verb = "read"
         try:
-            for attempt in range(2):  # a 409 (changed meanwhile) is retried once, with a fresh read
-                verb = "read"
-                live = api.read(kind, ns, name)
-                if live is None:
-                    verb = "create"
-                    api.create(kind, obj)
-                    result.created.append(Action(kind.name, ns, name, "created"))
-                    return True
-                owner = self.marker.owner(live)
-                if owner:
-                    same = not differences(obj, live, metadata=False)
-                    result.conflicts.append(Action(kind.name, ns, name, f"exists, but {owner}; left as is" + (
-                        " (it matches what would be provisioned)" if same else " (it differs from what would be provisioned)")))
-                    return True
-                if (live.get("metadata") or {}).get("deletionTimestamp"):
-                    result.errors.append(Action(kind.name, ns, name, "is being deleted; provisioned again once it is gone"))
-                    return False
-                diff = differences(obj, live)
-                if not diff:
-                    result.unchanged += 1
-                    return True
+            for attempt in range(2):  # a 409 (changed meanwhile) is retried once, after a fresh read
                 try:
+                    verb = "read"
+                    live = api.read(kind, ns, name)
+                    if live is None:
+                        verb = "create"
+                        api.create(kind, obj)
+                        result.created.append(Action(kind.name, ns, name, "created"))
+                        return True
+                    owner = self.marker.owner(live)
+                    if owner:
+                        return self._conflict(obj, live, owner, result)
+                    if (live.get("metadata") or {}).get("deletionTimestamp"):
+                        result.errors.append(Action(kind.name, ns, name, "is being deleted; provisioned again once gone"))
+                        return "it is being deleted"
+                    diff = differences(obj, live)
+                    if not diff:
+                        result.unchanged += 1
+                        return True
                     if needs_recreate(diff, kind.name):
                         verb = "recreate"
                         api.delete(kind, ns, name)
                         api.create(kind, obj)
-                        result.updated.append(Action(kind.name, ns, name, f"recreated ({', '.join(diff)} changed)"))
+                        result.updated.append(Action(kind.name, ns, name, f"recreated ({', '.join(diff)} differed)"))
                     else:
                         verb = "update"
                         api.replace(kind, merged(obj, live))
-                        result.updated.append(Action(kind.name, ns, name, f"restored {', '.join(diff)}"))
+                        result.updated.append(Action(kind.name, ns, name, f"updated ({', '.join(diff)} differed)"))
                     return True
                 except KubernetesError as err:
                     if err.status != 409 or attempt:
@@ -517,8 +539,19 @@ class Provisioner(LoggingConfigurable):
             if err.unreachable:
                 raise _Abort(str(err)) from None
             result.errors.append(Action(kind.name, ns, name, f"cannot {verb}: {err}"))
-            return False
-        return False  # pragma: no cover - the loop always returns or raises
+            return f"cannot {verb} it"
+        return True  # pragma: no cover - the loop returns or raises
+
+    def _conflict(self, obj: dict, live: dict, owner: str, result: ProvisionResult):
+        """Record an object of the same name that is not ours; whether to provision inside (namespaces)."""
+        meta = obj["metadata"]
+        same = not differences(obj, live, metadata=False)
+        message = f"exists, but {owner}; left as is" + (
+            " (it matches what would be provisioned)" if same else " (it differs from what would be provisioned)")
+        result.conflicts.append(Action(obj["kind"], meta.get("namespace"), meta["name"], message))
+        if obj["kind"] != "Namespace" or self.use_existing_namespaces or meta["name"] == self.shared_namespace:
+            return True
+        return "it was not created by jupyterhub-tenancy and use_existing_namespaces is off"
 
     def _remove_orphans(self, api: Api, kinds: set, wanted: set, hold_groups: set, current: set,
                         result: ProvisionResult) -> None:

@@ -109,6 +109,8 @@ class LocalBackend(LoggingConfigurable, Backend):
                 start_new_session=True,
             )
         prow.pid, prow.log_path = proc.pid, str(log_path)
+        # Durable at once: a service that dies now must find this process again, not start another.
+        self.controller.store.commit()
         self._procs[pod.uid] = proc
         self.log.info("started %s/%s (pid %s) on %s", row.namespace, pod.name, proc.pid, pod.node)
         await self._watch(pod.uid, proc.pid, exit_path, proc)
