@@ -130,7 +130,9 @@ def tree_with_tenants(tree: ElasticQuotaTree | None, tenants: list[Tenant]) -> E
     """The tree with every usable tenant's namespace hung on its leaf (the tree itself is not changed)."""
     if tree is None:
         return None
-    extra = [(t.namespace, t.leaf) for t in tenants if t.usable and t.leaf and t.namespace not in tree.leaf_of]
+    # A tenant whose leaf this tree lacks hangs nowhere (the next refresh flags it).
+    extra = [(t.namespace, t.leaf) for t in tenants
+             if t.usable and t.leaf in tree.nodes and tree.nodes[t.leaf].is_leaf and t.namespace not in tree.leaf_of]
     if not extra:
         return tree
     out = copy.deepcopy(tree)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import re
 import time
 
 from jupyterhub.spawner import SpawnException
@@ -23,6 +24,12 @@ from traitlets import Dict, Float, Unicode, default
 from traitlets.config import Configurable
 
 TENANT_KEYS = ("tenancy.namespace", "tenancy.quota-leaf")
+
+
+def _workload_name(user: str, server: str) -> str:
+    """``nb-<user>[-<server>]`` as a DNS label: any username (``j.doe@example.org``) gives a valid one."""
+    raw = f"nb-{user}" + (f"-{server}" if server else "")
+    return re.sub(r"[^a-z0-9-]+", "-", raw.lower())[:40].strip("-") or "nb"
 
 
 def _check_user_options(spawner, options) -> None:
@@ -184,7 +191,7 @@ class TenancySpawnerMixin(Configurable):
         self._latest = {}
         wl = await self._service("POST", "/workloads", {
             "kind": "notebook", "tenant": group.name, "serverName": self.name or "",
-            "name": f"nb-{self.user.name}{'-' + self.name if self.name else ''}"[:40].lower().replace("_", "-"),
+            "name": _workload_name(self.user.name, self.name),
             "resources": resources, **({"profile": profile} if profile else {}),
         })
         self.workload_id = wl["id"]

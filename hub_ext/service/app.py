@@ -117,6 +117,9 @@ class TenancyService(Application):
                 raise err.within(f"TenancyService.objects[{i}]") from None
         prefix = self.prefix if self.prefix.endswith("/") else self.prefix + "/"
         hub_auth = HubOAuth(api_token=os.environ.get("JUPYTERHUB_API_TOKEN", ""), cache_max_age=30)
+        # Both clients hold the token now; keep it out of the environment that workloads inherit.
+        # (The local backend is for one trust domain: pods run as the service's OS user.)
+        os.environ.pop("JUPYTERHUB_API_TOKEN", None)
         app = web.Application(
             routes(prefix) + [(prefix + "oauth_callback", HubOAuthCallbackHandler), (prefix, DashboardHandler)],
             controller=controller, hub=self.hub, hub_auth=hub_auth, metrics=self.metrics,

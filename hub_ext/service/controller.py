@@ -197,8 +197,9 @@ class Controller:
                 self._spawn(self.backend.stop(row, pod, prow))
             self.engine.delete(pod.uid)
             if prow is not None:
-                prow.phase = "Evicted" if pod.phase is Phase.TERMINATING else "Deleted"
-                prow.finished_at = now
+                if pod.phase in (Phase.PENDING, Phase.RUNNING, Phase.REJECTED, Phase.TERMINATING):
+                    prow.phase = "Evicted" if pod.phase is Phase.TERMINATING else "Deleted"
+                    prow.finished_at = now
                 self.pod_rows.pop(pod.uid, None)
         if preempted:
             row.state = "Preempted"
@@ -337,13 +338,14 @@ class Controller:
 
     def _finish_failed(self, row: WorkloadRow, now: float) -> None:
         owner = self.owners.pop(row.id, None)
+        self._sync(row, owner)
         for pod in list(owner.pods if owner else []):
-            prow = self.pod_rows.get(pod.uid)
+            prow = self.pod_rows.pop(pod.uid, None)
             if pod.phase in (Phase.RUNNING, Phase.TERMINATING) and prow is not None:
                 self._spawn(self.backend.stop(row, pod, prow))
-            if pod.phase in (Phase.PENDING, Phase.RUNNING, Phase.TERMINATING, Phase.REJECTED):
-                self.engine.delete(pod.uid)
-        self._sync(row, owner)
+            if prow is not None and pod.phase in (Phase.PENDING, Phase.RUNNING, Phase.TERMINATING, Phase.REJECTED):
+                prow.phase, prow.finished_at = "Deleted", now
+            self.engine.delete(pod.uid)  # finished pods too: the row keeps the history
         row.state, row.finished = "Failed", now
         self.rows.pop(row.id, None)
 
@@ -356,7 +358,8 @@ class Controller:
         self._sync_pod(pod)
         for p in started:
             self._start(p, now)
-        prow = self.pod_rows.get(uid)
+        prow = self.pod_rows.pop(uid, None)
+        self.engine.delete(uid)  # evicted: its row keeps the story; a Job's owner makes a new pod
         row = self.rows.get(prow.workload_id) if prow else None
         if row is not None and row.kind == NOTEBOOK:
             self._sync(row)
@@ -387,6 +390,9 @@ class Controller:
             row.state, row.finished = "Succeeded", row.finished or self.clock()
             self.rows.pop(row.id, None)
             self.owners.pop(row.id, None)
+            for pod in owner.pods:  # done: the engine forgets them, the rows keep the history
+                self.engine.delete(pod.uid)
+                self.pod_rows.pop(pod.uid, None)
         elif any(p is Phase.RUNNING for p in phases):
             row.state = "Running"
         elif row.kind == NOTEBOOK and phases and phases[0] is Phase.REJECTED:
@@ -486,8 +492,12 @@ class Controller:
                 if status == "running" and prow.phase == "Running" and self.engine.adopt(pod, prow.node, prow.admitted_at or now):
                     continue
                 if status == "running":
-                    self._spawn(self.backend.stop(row, pod, prow))
+                    await self.backend.stop(row, pod, prow)  # gone before its pod may be admitted again
                 self._restore_ended(row, owner, pod, prow, status, now)
+                if row.state in FINAL:
+                    break
+            if row.state == "Failed":
+                self._finish_failed(row, now)  # its other pods stop too
             if row.state not in FINAL:
                 count += 1
             else:

@@ -72,7 +72,7 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
     async def _identity(self, model: dict, scopes: set) -> Identity:
         name = model.get("name", "")
         kind = model.get("kind", "user")
-        admin = _has(scopes, ADMIN_SCOPE)
+        admin = ADMIN_SCOPE in scopes  # only the unfiltered scope: "!group=..." is not admin everywhere
         tenants = []
         if kind == "user":
             hub_model = await self.hub.user(name) if self.hub.configured else None
@@ -132,7 +132,7 @@ def tenant_view(controller, tenant) -> dict:
 class MeHandler(APIHandler):
     async def get(self):
         who, c = self.identity, self.controller
-        rows = c.store.workloads(user=who.name, namespaces=[t.namespace for t in who.tenants], limit=50)
+        rows = c.store.workloads(user=who.name, namespaces=[t.namespace for t in who.tenants if t.usable], limit=50)
         self.send({
             "name": who.name, "kind": who.kind, "admin": who.admin,
             "tenants": [tenant_view(c, t) for t in who.tenants],
@@ -198,7 +198,11 @@ class WorkloadsHandler(APIHandler):
             raise web.HTTPError(400, str(err)) from None
         except Forbidden as err:
             raise web.HTTPError(403, str(err)) from None
-        self.controller.tick()
+        try:
+            self.controller.tick()  # answer with the decision when it is immediate
+        except Exception:  # noqa: BLE001 - the workload exists; the loop will decide
+            self.controller.log.exception("scheduling pass failed")
+            self.controller.poke()
         self.send(self.controller.view(row), 201)
 
 

@@ -57,7 +57,12 @@ def check_body(body) -> dict:
             if not isinstance(script, str) or not script.strip():
                 raise ValidationError("workload: script must be non-empty Python source")
             out["script"] = script
+    for text in out.get("command", []) + [out.get("script", "")]:
+        if "\x00" in text:
+            raise ValidationError("workload: command and script must not contain NUL characters")
     env = m.string_map(body.get("env"), "workload: env")
+    if any("\x00" in k or "\x00" in v for k, v in env.items()):
+        raise ValidationError("workload: env must not contain NUL characters")
     for key in env:
         if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
             raise ValidationError(f"workload: env name {key!r} is not a valid variable name")

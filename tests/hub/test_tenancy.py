@@ -53,6 +53,31 @@ def wait_for(predicate, what: str, timeout: float = 60, interval: float = 0.3):
         time.sleep(interval)
 
 
+def read_sse(hub, path: str, tok: str, until, timeout: float = 30) -> list[dict]:
+    """Read a server-sent event stream until ``until(event)`` holds; returns the events read."""
+    import http.client
+    from urllib.parse import urlparse
+
+    url = urlparse(hub.url(path))
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=timeout)
+    conn.request("GET", url.path, headers={"Authorization": f"token {tok}", "Accept": "text/event-stream"})
+    resp = conn.getresponse()
+    assert resp.status == 200, resp.read()[:300]
+    events, deadline = [], time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            line = resp.readline().decode()
+            if line.startswith("data: "):
+                events.append(json.loads(line[6:]))
+                if until(events[-1]):
+                    return events
+            elif not line:
+                break
+    finally:
+        conn.close()
+    raise AssertionError(f"the stream ended or timed out first: {events}")
+
+
 def token(hub, user: str) -> str:
     if user not in hub.tokens:
         hub.login(user, "demo")  # group membership comes from the authenticator at login
@@ -144,6 +169,13 @@ def test_a_notebook_waits_with_its_reason_and_position(hub):
     assert wl["position"] == 1 and wl["leafPosition"] == 1
     model = hub.server_model("alice", "more")
     assert model["pending"] == "spawn" and not model["ready"]
+    # the spawn page's progress stream (the spawner's progress()) says why, and where in the queue
+    events = read_sse(hub, "/hub/api/users/alice/servers/more/progress", token(hub, "alice"),
+                      until=lambda e: "Waiting for the scheduler" in e.get("message", ""))
+    waiting = events[-1]["message"]
+    assert waiting == ("Waiting for the scheduler: quota root.a.1 is at its max for cpu: needs 5, uses 20 of 20 "
+                       "(position 1 in the queue, 1 in your team)"), events
+    assert 0 < events[-1]["progress"] < 90
     hub.stop_server("alice", "more", timeout=30)
     assert wait_for(lambda: next(w for w in workloads(hub, "alice", kind="notebook") if w["serverName"] == "more")["state"] == "Stopped",
                     "the queued notebook to be removed")
@@ -274,30 +306,15 @@ def test_admins_edit_the_tree_with_a_dry_run(hub):
 
 
 def test_events_stream_workload_changes(hub):
-    import http.client
     import threading
-    from urllib.parse import urlparse
 
-    url = urlparse(hub.url(f"{API}/events"))
-    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=20)
-    conn.request("GET", url.path, headers={"Authorization": f"token {token(hub, 'carol')}"})
-    resp = conn.getresponse()
-    assert resp.status == 200 and resp.getheader("Content-Type") == "text/event-stream"
-    assert resp.readline().startswith(b": connected")
     submitted = {}
-    threading.Timer(0.5, lambda: submitted.update(svc(hub, "carol", "POST", "/workloads", {
+    threading.Timer(1.0, lambda: submitted.update(svc(hub, "carol", "POST", "/workloads", {
         "command": ["true"], "name": "evented", "resources": {"requests": {"cpu": "1"}}})[1])).start()
-    deadline = time.monotonic() + 20
-    seen = []
-    while time.monotonic() < deadline:
-        line = resp.readline().decode()
-        if line.startswith("data: "):
-            seen.append(json.loads(line[6:])["workload"])
-            if submitted and any(w["id"] == submitted["id"] for w in seen):
-                break
-    conn.close()
-    assert submitted and any(w["id"] == submitted["id"] and w["namespace"] == "team-c" for w in seen), seen
-    assert all(w["namespace"] == "team-c" or w["user"] == "carol" for w in seen)  # nothing of other teams
+    events = read_sse(hub, f"{API}/events", token(hub, "carol"),
+                      until=lambda e: bool(submitted) and e["workload"]["id"] == submitted["id"])
+    assert events[-1]["workload"]["namespace"] == "team-c"
+    assert all(e["workload"]["namespace"] == "team-c" or e["workload"]["user"] == "carol" for e in events)
 
 
 def _service_pid(hub) -> int:

@@ -92,6 +92,15 @@ class LocalBackend(LoggingConfigurable, Backend):
     async def start(self, row, pod, prow) -> None:
         if row.kind == "notebook":
             return  # the spawner starts the server once it sees the admission
+        try:
+            proc, exit_path = self._launch(row, pod, prow)
+        except Exception as err:  # noqa: BLE001 - an unstartable pod ends, it does not hold quota
+            self.log.error("could not start %s/%s: %s", row.namespace, pod.name, err)
+            self.controller.pod_exited(pod.uid, 127)
+            return
+        await self._watch(pod.uid, proc.pid, exit_path, proc)
+
+    def _launch(self, row, pod, prow):
         workdir = self._dir(row)
         log_path, exit_path = workdir / f"{pod.name}.log", workdir / f"{pod.name}.exit"
         exit_path.unlink(missing_ok=True)
@@ -100,7 +109,7 @@ class LocalBackend(LoggingConfigurable, Backend):
                "TENANCY_POD": pod.name, "TENANCY_REPLICAS": str(row.spec.get("replicas", 1)),
                "TENANCY_NODE": pod.node or "", "PYTHONUNBUFFERED": "1"}
         for secret in ("JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN"):
-            env.pop(secret, None)  # the service's own credentials stay with the service
+            env.pop(secret, None)  # not handed down (the service drops it from its own environment too)
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "hub_ext.backends.local.runner", str(exit_path), "--",
@@ -113,7 +122,7 @@ class LocalBackend(LoggingConfigurable, Backend):
         self.controller.store.commit()
         self._procs[pod.uid] = proc
         self.log.info("started %s/%s (pid %s) on %s", row.namespace, pod.name, proc.pid, pod.node)
-        await self._watch(pod.uid, proc.pid, exit_path, proc)
+        return proc, exit_path
 
     async def _watch(self, uid: int, pid: int, exit_path: Path, proc=None) -> None:
         while True:
@@ -123,6 +132,8 @@ class LocalBackend(LoggingConfigurable, Backend):
             elif not _alive(pid):
                 break
             await asyncio.sleep(POLL_SECONDS)
+        if uid in self._procs and self._procs[uid] is not proc:
+            return  # a newer process of this pod is running now; this one's end is old news
         self._procs.pop(uid, None)
         code = _read_exit(exit_path)
         if code is None:
@@ -172,6 +183,13 @@ class LocalBackend(LoggingConfigurable, Backend):
 
     async def stop(self, row, pod, prow) -> None:
         if row.kind == "notebook":
+            # Cancelled through the API: the server goes too, or its room would be used twice.
+            # (When the hub itself stops the server, this asks again and the hub says it is stopping.)
+            if self.hub is not None and self.hub.configured:
+                try:
+                    await self.hub.stop_server(row.user, row.spec.get("serverName") or "")
+                except Exception as err:  # noqa: BLE001
+                    self.log.warning("could not stop %s's server: %s", row.user, err)
             return
         await self._terminate(prow.pid, self.stop_grace_seconds)
 

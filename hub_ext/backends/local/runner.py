@@ -1,8 +1,9 @@
 """``python -m hub_ext.backends.local.runner EXIT_FILE -- COMMAND...``: run a training pod's command.
 
-It passes SIGTERM/SIGINT on to the command and writes the command's exit
-status to EXIT_FILE, so a restarted service can learn how a pod it did not
-start itself ended.
+The command runs in the runner's process group, which the backend signals as a
+whole (SIGTERM, then SIGKILL after the grace period). The runner outlives the
+SIGTERM itself, waits for the command and writes its exit status to EXIT_FILE,
+so a restarted service can learn how a pod it did not start itself ended.
 """
 
 from __future__ import annotations
@@ -24,11 +25,10 @@ def main(argv: list[str]) -> int:
         print(f"cannot run {command[0]}: {err.strerror or err}", file=sys.stderr, flush=True)
         code = 127
     else:
-        def forward(signum, _frame):
-            child.send_signal(signum)
-
-        signal.signal(signal.SIGTERM, forward)
-        signal.signal(signal.SIGINT, forward)
+        # The group's SIGTERM reached the command too; stay to record how it ends.
+        # (A handler, not SIG_IGN: that would be inherited by commands started later.)
+        signal.signal(signal.SIGTERM, lambda *_: None)
+        signal.signal(signal.SIGINT, lambda *_: None)
         code = child.wait()
         if code < 0:  # killed by a signal: report it the shell's way
             code = 128 - code

@@ -1,0 +1,67 @@
+"""Pure pieces of the hub side: tenants from group properties, submissions, workload names."""
+
+from __future__ import annotations
+
+import pytest
+
+from builders import node, tree
+from hub_ext.quota import ValidationError
+from hub_ext.service.workloads import check_body
+from hub_ext.tenants import tenants_from_groups, tree_with_tenants
+from spawner.mixin import _workload_name
+
+TREE = tree(node("root", {"cpu": 8}, {"cpu": 8}, children=[
+    node("a", {"cpu": 4}, {"cpu": 8}, ["team-a"]), node("b", {"cpu": 4}, {"cpu": 8})]))
+
+
+def group(name, users=(), **props):
+    return {"name": name, "users": list(users), "properties": {f"tenancy.{k.replace('_', '-')}": v for k, v in props.items()}}
+
+
+def test_groups_become_tenants_and_bad_properties_are_listed():
+    tenants = {t.group: t for t in tenants_from_groups([
+        group("team-a", ["alice"], namespace="team-a"),  # leaf found from the tree
+        group("team-b", ["bob"], namespace="team-b", quota_leaf="b", role="admin"),
+        group("team-x", namespace="team-x", quota_leaf="nope"),
+        group("team-y", namespace="team-a", quota_leaf="b"),
+        group("team-z", namespace="Bad_Name"),
+        {"name": "other", "users": ["carol"], "properties": {"colour": "blue"}},  # not a tenant
+    ], TREE, ["low-priority-dev", "high-priority-research", "critical-prod"])}
+    assert set(tenants) == {"team-a", "team-b", "team-x", "team-y", "team-z"}
+    assert (tenants["team-a"].leaf, tenants["team-a"].errors) == ("a", [])
+    assert (tenants["team-b"].leaf, tenants["team-b"].role) == ("b", "admin")
+    assert tenants["team-x"].errors == ["property tenancy.quota-leaf: 'nope' is not a node of the quota tree (leaves: a, b)"]
+    assert "namespace team-a hangs on quota leaf a, not on b" in tenants["team-y"].errors
+    assert "is not a valid namespace name" in tenants["team-z"].errors[0]
+
+
+def test_the_tree_gets_the_tenants_namespaces_and_skips_leaves_it_lacks():
+    tenants = tenants_from_groups([group("team-b", namespace="team-b", quota_leaf="b")], TREE)
+    assert tree_with_tenants(TREE, tenants).leaf_of["team-b"].name == "b"
+    assert "team-b" not in TREE.leaf_of  # the configured tree is not changed
+    smaller = tree(node("root", {"cpu": 8}, {"cpu": 8}, children=[node("a", {"cpu": 4}, {"cpu": 8}, ["team-a"])]))
+    assert "team-b" not in tree_with_tenants(smaller, tenants).leaf_of  # no KeyError: it hangs nowhere
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"kind": "batch"}, "kind must be notebook or training"),
+    ({"command": ["python", "x\x00"]}, "must not contain NUL"),
+    ({"command": ["true"], "env": {"A": "x\x00"}}, "env must not contain NUL"),
+    ({"command": ["true"], "script": "print(1)"}, "exactly one of command"),
+    ({"command": ["true"], "replicas": 0}, "replicas: 0 must be at least 1"),
+    ({"command": ["true"], "resources": {"requests": {"cpu": "lots"}}}, "'lots' is not a quantity"),
+    ({"command": ["true"], "colour": "blue"}, "unknown field 'colour'"),
+    ({"kind": "notebook", "replicas": 2}, "a notebook has exactly one replica"),
+], ids=["kind", "nul-command", "nul-env", "command-and-script", "replicas", "quantity", "unknown-field", "notebook-replicas"])
+def test_bad_submissions_name_the_field(body, message):
+    with pytest.raises(ValidationError, match=message):
+        check_body(body)
+
+
+@pytest.mark.parametrize("user, server, name", [
+    ("alice", "", "nb-alice"), ("j.doe@example.org", "", "nb-j-doe-example-org"),
+    ("Bob_Smith", "gpu box", "nb-bob-smith-gpu-box"), ("x" * 60, "", "nb-" + "x" * 37),
+])
+def test_workload_names_are_dns_labels_for_any_username(user, server, name):
+    assert _workload_name(user, server) == name
+    check_body({"kind": "notebook", "name": name})  # accepted by the service
