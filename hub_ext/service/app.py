@@ -116,7 +116,8 @@ class TenancyService(Application):
             except ValidationError as err:
                 raise err.within(f"TenancyService.objects[{i}]") from None
         prefix = self.prefix if self.prefix.endswith("/") else self.prefix + "/"
-        hub_auth = HubOAuth(api_token=os.environ.get("JUPYTERHUB_API_TOKEN", ""), cache_max_age=30)
+        # The handlers (ours and jupyterhub's OAuth callback) all use this one singleton.
+        hub_auth = HubOAuth.instance(api_token=os.environ.get("JUPYTERHUB_API_TOKEN", ""), cache_max_age=30)
         # Both clients hold the token now; keep it out of the environment that workloads inherit.
         # (The local backend is for one trust domain: pods run as the service's OS user.)
         os.environ.pop("JUPYTERHUB_API_TOKEN", None)

@@ -13,7 +13,7 @@ from jupyterhub.services.auth import HubOAuthenticated
 from tornado import web
 
 from ..tenants import tenants_of
-from .handlers import ADMIN_SCOPE, USE_SCOPE, _has
+from .handlers import ADMIN_SCOPE
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
@@ -33,13 +33,15 @@ def _bar(used: int, low: int, high: int | None) -> str:
 class DashboardHandler(HubOAuthenticated, web.RequestHandler):
     @web.authenticated
     async def get(self):
+        # Anyone the hub lets through OAuth may look (the page shows only their teams'
+        # workloads); who is admin comes from the hub, as for the API.
         user = self.current_user
         scopes = set(user.get("scopes") or [])
-        if not (_has(scopes, USE_SCOPE) or _has(scopes, ADMIN_SCOPE)):
-            raise web.HTTPError(403, f"you need the scope {USE_SCOPE}")
-        c = self.settings["controller"]
-        tenants = tenants_of(user.get("name", ""), c.tenants)
-        admin = _has(scopes, ADMIN_SCOPE) or bool(user.get("admin")) or any(t.role == "admin" for t in tenants)
+        c, hub = self.settings["controller"], self.settings["hub"]
+        model = (await hub.user(user.get("name", ""))) if hub.configured else None
+        groups = set((model or {}).get("groups") or [])
+        tenants = [t for t in c.tenants if t.group in groups] if model else tenants_of(user.get("name", ""), c.tenants)
+        admin = ADMIN_SCOPE in scopes or bool((model or user).get("admin")) or any(t.role == "admin" for t in tenants)
         mine = None if admin else [t.namespace for t in tenants]
         rows = []
         for name, values in c.engine.quota.report().items():
