@@ -2,7 +2,7 @@
 
 The controller calls a backend; a backend calls back ``Controller.pod_exited``
 and ``Controller.eviction_done``. ``local`` runs processes on this machine;
-``kubernetes`` (a later issue) creates pods on a cluster.
+``kubernetes`` creates pods on a cluster (placed by the default kube-scheduler).
 """
 
 from __future__ import annotations
@@ -29,9 +29,11 @@ class Backend:
         """Stop a pod now (its workload was cancelled)."""
         raise NotImplementedError
 
-    def recover(self, workload, row) -> bool:
-        """After a restart: whether the pod of ``row`` still runs (it is then adopted as Running)."""
+    async def recover(self, workload, row, pod):
+        """After a restart, how the pod of ``row`` is: ``"running"`` (it is adopted where it runs),
+        ``("exited", code)`` (it ended while the service was away) or ``"gone"``."""
         raise NotImplementedError
 
     def logs(self, workload, row) -> str:
+        """What the pod of ``row`` printed (the tail of it)."""
         raise NotImplementedError

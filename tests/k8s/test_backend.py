@@ -1,0 +1,315 @@
+"""The Kubernetes backend on a real control plane: the second seed's capacity-scheduling demo.
+
+The engine decides (ElasticQuotaTree of the ACK demo: root 40 CPU, four leaves of
+min 10 / max 20); the backend creates bare Pods that kube-scheduler places and
+kwok runs, and evicts victims through the Eviction API. The Running pods per
+namespace are read from the API server, not from the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+import time
+import uuid
+
+import pytest
+import yaml
+
+try:
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+except ImportError:  # the client is only optional when the tier is skipped
+    if os.environ.get("TENANCY_SKIP_K8S") == "1":
+        pytest.skip("TENANCY_SKIP_K8S=1", allow_module_level=True)
+    raise
+
+from hub_ext.backends.kubernetes.backend import MANAGED_BY, MANAGED_BY_LABEL, WORKLOAD_LABEL, KubernetesBackend
+from hub_ext.quota.priorityclass import SEED_CLASSES
+from hub_ext.quota.quantity import parse_resource_list
+from hub_ext.quota.tree import parse_tree
+from hub_ext.service.controller import Controller, Identity
+from hub_ext.service.store import Store
+
+REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
+ADMIN = Identity(name="admin", admin=True)
+
+
+def demo_tree(suffix: str):
+    """The ACK demo's ElasticQuotaTree with namespace<i> renamed namespace<i>-<suffix>."""
+    doc = yaml.safe_load((REPO / "examples" / "ack-demo.yaml").read_text())
+    obj = copy.deepcopy(next(o for o in doc["objects"] if o["kind"] == "ElasticQuotaTree"))
+
+    def rename(node):
+        if "namespaces" in node:
+            node["namespaces"] = [f"{ns}-{suffix}" for ns in node["namespaces"]]
+        for child in node.get("children") or []:
+            rename(child)
+
+    rename(obj["spec"]["root"])
+    return parse_tree(obj)
+
+
+@pytest.fixture(scope="module")
+def seed_classes(api):
+    """The three seed PriorityClasses; those created here are deleted afterwards (the provisioning
+    tests expect to create them themselves)."""
+    created = ensure_priority_classes(api)
+    yield
+    sched = client.SchedulingV1Api(api)
+    for name in created:
+        try:
+            sched.delete_priority_class(name)
+        except ApiException:
+            pass
+
+
+def ensure_priority_classes(api):
+    sched = client.SchedulingV1Api(api)
+    created = []
+    for pc in SEED_CLASSES:
+        try:
+            sched.create_priority_class(client.V1PriorityClass(
+                metadata=client.V1ObjectMeta(name=pc.name), value=pc.value, description=pc.description,
+                preemption_policy=pc.preemption_policy))
+            created.append(pc.name)
+        except ApiException as err:
+            if err.status != 409:
+                raise
+    return created
+
+
+def cluster_pods(api, namespace):
+    core = client.CoreV1Api(api)
+    return core.list_namespaced_pod(namespace, label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}").items
+
+
+def running(pods):
+    return [p for p in pods if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
+
+
+@pytest.fixture
+def demo(control_plane, api, seed_classes):
+    suffix = uuid.uuid4().hex[:6]
+    namespaces = [f"namespace{i}-{suffix}" for i in range(1, 5)]
+    for ns in namespaces:
+        control_plane.create_namespace(ns)
+    node = f"kb-{suffix}"
+    label = {"tenancy-test/backend": suffix}
+    control_plane.add_node(node, {"cpu": "56", "memory": "256Gi", "nvidia.com/gpu": "8"}, labels=label)
+    yield suffix, namespaces, node, label
+    core = client.CoreV1Api(api)
+    for ns in namespaces:
+        try:
+            core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+            core.delete_namespace(ns)
+        except ApiException:
+            pass
+    try:
+        core.delete_node(node)
+    except ApiException:
+        pass
+
+
+def test_ack_demo_on_a_real_cluster(control_plane, api, demo, tmp_path):
+    suffix, namespaces, node, label = demo
+    evictions_seen = []
+
+    async def main():
+        key, value = next(iter(label.items()))
+        backend = KubernetesBackend(api_client=api, node_label_selector=f"{key}={value}", node_selector=label,
+                                    poll_seconds=0.3)
+        # Count the Eviction API calls the backend makes (they still go to the real server).
+        original = backend.api.request
+
+        def spy(method, path, **kw):
+            if method == "POST" and path.endswith("/eviction"):
+                evictions_seen.append(path)
+            return original(method, path, **kw)
+
+        backend.api.request = spy
+        controller = Controller(store=Store(f"sqlite:///{tmp_path}/t.sqlite"), backend=backend,
+                                tree=demo_tree(suffix))
+        assert [n.name for n in backend.nodes()] == [node]
+
+        async def counts():
+            out = []
+            for ns in namespaces:
+                pods = await asyncio.to_thread(cluster_pods, api, ns)
+                out.append(pods)
+            return out
+
+        async def settle(expected, timeout=40.0):
+            """Tick the controller until the cluster shows ``expected`` Running pods per namespace, stably."""
+            deadline = time.monotonic() + timeout
+            last, stable = None, 0
+            while time.monotonic() < deadline:
+                controller.tick()
+                await asyncio.sleep(0.3)
+                pods = await counts()
+                got = [len(running(p)) for p in pods]
+                # every pod we created is Running (none Pending in the scheduler, none terminating)
+                settled = all(len(running(p)) == len(p) for p in pods)
+                last = (got, [[(x.metadata.name, x.status.phase, bool(x.metadata.deletion_timestamp))
+                                for x in p] for p in pods])
+                stable = stable + 1 if (got[:len(expected)] == expected and settled) else 0
+                if stable >= 3:
+                    return pods
+            raise AssertionError(f"cluster never showed {expected}; last: {last}")
+
+        def engine_running(ns):
+            return sum(1 for p in controller.engine.pods.values()
+                       if p.namespace == ns and p.phase.value == "Running")
+
+        expected = [[4], [4, 4], [3, 3, 2], [2, 2, 2, 2]]
+        rows = []
+        for step, ns in enumerate(namespaces):
+            rows.append(controller.submit(ADMIN, {"kind": "training", "namespace": ns, "command": ["sleep", "3600"],
+                                                  "replicas": 5, "resources": {"requests": {"cpu": "5"}}}))
+            pods = await settle(expected[step])
+            # the engine and the cluster agree: per namespace, who runs and how much CPU it uses
+            report = controller.engine.quota.report()
+            for i, ns_pods in enumerate(pods[:step + 1]):
+                ns_name = namespaces[i]
+                assert engine_running(ns_name) == len(running(ns_pods)), ns_name
+                leaf = f"root.{'a' if i < 2 else 'b'}.{1 if i % 2 == 0 else 2}"
+                cluster_cpu = sum(parse_resource_list(c.resources.requests, "pod")["cpu"]
+                                  for p in running(ns_pods) for c in p.spec.containers)
+                assert report[leaf]["used"].get("cpu", 0) == cluster_cpu, (leaf, report[leaf], cluster_cpu)
+                engine_names = {p.name for p in controller.engine.pods.values()
+                                if p.namespace == ns_name and p.phase.value == "Running"}
+                assert engine_names == {p.metadata.name for p in running(ns_pods)}
+
+        # evictions went through the Eviction API: 1 (step 3) + 1 + 1 + 1 (step 4) at least
+        assert len(evictions_seen) >= 4, evictions_seen
+        assert all(p.startswith(f"/api/v1/namespaces/namespace") for p in evictions_seen)
+
+        # the pods carry what the workload says
+        p = running((await counts())[0])[0]
+        assert p.spec.priority_class_name == "high-priority-research"
+        assert p.spec.priority == 500_000
+        assert p.spec.node_name == node  # placed by kube-scheduler, not by us
+        assert p.metadata.labels[WORKLOAD_LABEL] == rows[0].id
+        assert p.spec.containers[0].command == ["sleep", "3600"]
+        assert p.spec.containers[0].image == "python:3.11-slim"
+
+        # recover: a running pod is "running", a missing one "gone"
+        prow = next(r for r in rows[0].pods if r.name == p.metadata.name)
+        pod = next(x for x in controller.engine.pods.values() if x.name == p.metadata.name)
+        assert await backend.recover(rows[0], prow, pod) == "running"
+
+        # cancelling stops the pods in the cluster
+        for row in rows:
+            controller.cancel(ADMIN, row)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(await counts()):
+            await asyncio.sleep(0.3)
+        assert not any(await counts())
+        assert await backend.recover(rows[0], prow, pod) == "gone"
+        for task in list(controller._tasks):
+            task.cancel()
+        await asyncio.gather(*controller._tasks, return_exceptions=True)
+
+    asyncio.run(main())
+
+
+class FakeController:
+    """Records what the backend reports."""
+
+    def __init__(self):
+        self.exited, self.evicted, self.tasks = {}, [], set()
+
+    def pod_exited(self, uid, code):
+        self.exited[uid] = code
+
+    def eviction_done(self, uid):
+        self.evicted.append(uid)
+
+    def _spawn(self, coro):
+        self.tasks.add(asyncio.ensure_future(coro))
+
+
+def test_exits_notebook_eviction_delete_fallback_and_recover(control_plane, api, namespace, seed_classes):
+    from types import SimpleNamespace as NS
+
+    suffix = uuid.uuid4().hex[:6]
+    node = f"kb-{suffix}"
+    label = {"tenancy-test/backend": suffix}
+    control_plane.add_node(node, {"cpu": "8", "memory": "16Gi"}, labels=label)
+    core = client.CoreV1Api(api)
+
+    def row(wid, kind="training"):
+        return NS(id=wid, kind=kind, name=f"w-{wid}", namespace=namespace,
+                  spec={"kind": kind, "command": ["sleep", "1"], "replicas": 1, "priorityClassName": "low-priority-dev",
+                        "resources": {"requests": {"cpu": "1"}, "limits": {}}, "env": {}})
+
+    async def phase(name):
+        obj = await asyncio.to_thread(lambda: core.list_namespaced_pod(namespace, field_selector=f"metadata.name={name}"))
+        return obj.items[0].status.phase if obj.items else None
+
+    async def until(fn, what, timeout=30.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if await fn():
+                return
+            await asyncio.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    async def main():
+        backend = KubernetesBackend(api_client=api, node_label_selector=f"tenancy-test/backend={suffix}",
+                                    node_selector=label, poll_seconds=0.2, stop_grace_seconds=0)
+        fake = backend.controller = FakeController()
+        nodes = backend.nodes()
+        assert [(n.name, n.allocatable["cpu"], n.labels["tenancy-test/backend"]) for n in nodes] == [(node, 8000, suffix)]
+
+        # a pod deleted under us is reported as killed (137)
+        r1, p1 = row("a1"), NS(uid=1, name="a1-0")
+        t1 = asyncio.ensure_future(backend.start(r1, p1, NS(name="a1-0")))
+        await until(lambda: _eq(phase("a1-0"), "Running"), "a1-0 Running")
+        assert await backend.recover(r1, NS(name="a1-0"), p1) == "running"
+        await backend.stop(r1, p1, NS(name="a1-0"))
+        await asyncio.wait_for(t1, 30)
+        assert fake.exited[1] == 137
+
+        # the delete fallback where policy/v1 is not served
+        r2, p2 = row("a2"), NS(uid=2, name="a2-0")
+        t2 = asyncio.ensure_future(backend.start(r2, p2, NS(name="a2-0")))
+        await until(lambda: _eq(phase("a2-0"), "Running"), "a2-0 Running")
+        backend._policy_v1 = False
+        await backend.evict(r2, p2, NS(name="a2-0"), 0, None)
+        assert fake.evicted == [2] and await phase("a2-0") is None
+        await asyncio.wait_for(t2, 30)
+        backend._policy_v1 = None
+
+        # a notebook: start/stop are no-ops, eviction deletes the pod labelled for the workload
+        nb = row("nb1", "notebook")
+        await backend.start(nb, NS(uid=3, name="nb1"), NS(name="nb1"))
+        assert not core.list_namespaced_pod(namespace, label_selector=f"{WORKLOAD_LABEL}=nb1").items
+        await asyncio.to_thread(core.create_namespaced_pod, namespace, client.V1Pod(
+            metadata=client.V1ObjectMeta(name="jupyter-x", labels={WORKLOAD_LABEL: "nb1"}),
+            spec=client.V1PodSpec(node_selector=label, containers=[client.V1Container(name="nb", image="x")])))
+        await until(lambda: _eq(phase("jupyter-x"), "Running"), "notebook Running")
+        assert await backend.recover(nb, NS(name="jupyter-x"), NS(uid=3)) == "running"
+        await backend.evict(nb, NS(uid=3, name="nb1"), NS(name="nb1"), 1, None)
+        assert fake.evicted == [2, 3] and await phase("jupyter-x") is None
+        assert await backend.recover(nb, NS(name="jupyter-x"), NS(uid=3)) == "gone"
+
+        # recover: Succeeded and Failed pods (their status written as a kubelet would)
+        for name, status, want in (("done-0", "Succeeded", ("exited", 0)), ("bad-0", "Failed", ("exited", 1))):
+            await asyncio.to_thread(core.create_namespaced_pod, namespace, client.V1Pod(
+                metadata=client.V1ObjectMeta(name=name, labels={WORKLOAD_LABEL: "r3"}),
+                spec=client.V1PodSpec(node_name="no-such-node", containers=[client.V1Container(name="c", image="x")])))
+            await asyncio.to_thread(core.patch_namespaced_pod_status, name, namespace, {"status": {"phase": status}})
+            assert await backend.recover(row("r3"), NS(name=name), NS(uid=9)) == want
+        assert await backend.recover(row("r3"), NS(name="missing-0"), NS(uid=9)) == "gone"
+
+    try:
+        asyncio.run(main())
+    finally:
+        core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        core.delete_node(node)
+
+
+async def _eq(coro, value):
+    return (await coro) == value
