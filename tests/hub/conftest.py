@@ -37,7 +37,7 @@ def pytest_collection_modifyitems(config, items):
 def chp_path() -> str:
     """Absolute path of the configurable-http-proxy installed by scripts/install-chp."""
     if SKIP:
-        pytest.skip("TENANCY_SKIP_HUB=1")
+        pytest.skip(reason="TENANCY_SKIP_HUB=1 asks to skip the real-hub tier")
     try:
         return harness.install_chp()
     except HubError as e:

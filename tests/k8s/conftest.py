@@ -35,7 +35,7 @@ def pytest_collection_modifyitems(config, items):
 def control_plane(tmp_path_factory):
     """A running ControlPlane (etcd, kube-apiserver, KCM, kube-scheduler, kwok)."""
     if SKIP:
-        pytest.skip("TENANCY_SKIP_K8S=1")
+        pytest.skip(reason="TENANCY_SKIP_K8S=1 asks to skip the Kubernetes tier")
     bin_dir = controlplane.default_bin_dir()
     missing = controlplane.missing_binaries(bin_dir)
     if missing:

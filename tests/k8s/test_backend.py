@@ -22,7 +22,7 @@ try:
     from kubernetes.client.exceptions import ApiException
 except ImportError:  # the client is only optional when the tier is skipped
     if os.environ.get("TENANCY_SKIP_K8S") == "1":
-        pytest.skip("TENANCY_SKIP_K8S=1", allow_module_level=True)
+        pytest.skip(reason="TENANCY_SKIP_K8S=1 asks to skip the Kubernetes tier", allow_module_level=True)
     raise
 
 from hub_ext.backends.kubernetes.backend import MANAGED_BY, MANAGED_BY_LABEL, WORKLOAD_LABEL, KubernetesBackend
