@@ -16,6 +16,10 @@ import time
 from dataclasses import dataclass, field
 
 from ..quota.errors import ValidationError
+from ..quota.limitrange import LimitRange
+from ..quota.namespace import Namespace
+from ..quota.priorityclass import PriorityClass
+from ..quota.resourcequota import ResourceQuota
 from ..quota.quantity import format_list
 from ..quota.tree import ElasticQuotaTree
 from ..quota.workloads import WorkloadSpec
@@ -83,11 +87,6 @@ class Controller:
 
     def apply_object(self, obj) -> None:
         """A ResourceQuota, LimitRange, PriorityClass or Namespace from configuration."""
-        from ..quota.limitrange import LimitRange
-        from ..quota.namespace import Namespace
-        from ..quota.priorityclass import PriorityClass
-        from ..quota.resourcequota import ResourceQuota
-
         if isinstance(obj, ResourceQuota):
             self.engine.apply_resource_quota(obj)
         elif isinstance(obj, LimitRange):

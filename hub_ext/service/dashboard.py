@@ -12,8 +12,7 @@ import time
 from jupyterhub.services.auth import HubOAuthenticated
 from tornado import web
 
-from ..tenants import tenants_of
-from .handlers import ADMIN_SCOPE
+from .handlers import identity_of
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
@@ -36,13 +35,9 @@ class DashboardHandler(HubOAuthenticated, web.RequestHandler):
         # Anyone the hub lets through OAuth may look (the page shows only their teams'
         # workloads); who is admin comes from the hub, as for the API.
         user = self.current_user
-        scopes = set(user.get("scopes") or [])
-        c, hub = self.settings["controller"], self.settings["hub"]
-        model = (await hub.user(user.get("name", ""))) if hub.configured else None
-        groups = set((model or {}).get("groups") or [])
-        tenants = [t for t in c.tenants if t.group in groups] if model else tenants_of(user.get("name", ""), c.tenants)
-        admin = ADMIN_SCOPE in scopes or bool((model or user).get("admin")) or any(t.role == "admin" for t in tenants)
-        mine = None if admin else [t.namespace for t in tenants]
+        c = self.settings["controller"]
+        who = await identity_of(c, self.settings["hub"], user)
+        mine = who.namespaces()
         rows = []
         for name, values in c.engine.quota.report().items():
             node = c.engine.quota.nodes[name]

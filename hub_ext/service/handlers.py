@@ -31,6 +31,29 @@ def _has(scopes, wanted: str) -> bool:
     return any(s == wanted or s.startswith(wanted + "!") for s in scopes)
 
 
+async def identity_of(controller, hub, model: dict) -> Identity:
+    """Who a hub user/service model is here: their tenants (from the hub's current groups) and admin or not.
+
+    Admin: the unfiltered ``custom:tenancy:admin`` scope ("!group=..." is not admin
+    everywhere), a hub admin, or a member of a usable tenant with ``tenancy.role=admin``.
+    """
+    name, kind = model.get("name", ""), model.get("kind", "user")
+    admin = ADMIN_SCOPE in set(model.get("scopes") or [])
+    tenants = []
+    if kind == "user":
+        def tenants_in(user_model):
+            groups = set(user_model.get("groups") or [])
+            return [t for t in controller.tenants if t.group in groups]
+
+        hub_model = await hub.user(name) if hub.configured else None
+        if hub_model is not None and not tenants_in(hub_model):
+            hub_model = await hub.user(name, fresh=True)  # just logged in: groups may be new
+        admin = admin or bool((hub_model or model).get("admin"))
+        tenants = tenants_in(hub_model) if hub_model is not None else tenants_of(name, controller.tenants)
+    admin = admin or any(t.role == "admin" and t.usable for t in tenants)
+    return Identity(name=name, admin=admin, tenants=tenants, kind=kind)
+
+
 class APIHandler(HubOAuthenticated, web.RequestHandler):
     @property
     def controller(self):
@@ -67,26 +90,7 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
         scopes = set(model.get("scopes") or [])
         if not (_has(scopes, USE_SCOPE) or _has(scopes, ADMIN_SCOPE)):
             raise web.HTTPError(403, f"the token lacks the scope {USE_SCOPE}")
-        self.identity = await self._identity(model, scopes)
-
-    async def _identity(self, model: dict, scopes: set) -> Identity:
-        name = model.get("name", "")
-        kind = model.get("kind", "user")
-        admin = ADMIN_SCOPE in scopes  # only the unfiltered scope: "!group=..." is not admin everywhere
-        tenants = []
-        if kind == "user":
-            hub_model = await self.hub.user(name) if self.hub.configured else None
-            if hub_model is not None and not self._tenants_in(hub_model):
-                hub_model = await self.hub.user(name, fresh=True)  # just logged in: groups may be new
-            admin = admin or bool((hub_model or model).get("admin"))
-            tenants = self._tenants_in(hub_model) if hub_model is not None else tenants_of(name, self.controller.tenants)
-        admin = admin or any(t.role == "admin" and t.usable for t in tenants)
-        return Identity(name=name, admin=admin, tenants=tenants, kind=kind)
-
-    def _tenants_in(self, user_model: dict) -> list:
-        """The tenants whose groups the hub says the user is in (membership follows every login)."""
-        groups = set(user_model.get("groups") or [])
-        return [t for t in self.controller.tenants if t.group in groups]
+        self.identity = await identity_of(self.controller, self.hub, model)
 
     def body(self):
         try:

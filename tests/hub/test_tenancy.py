@@ -390,5 +390,12 @@ def test_metrics_and_openapi(hub):
     assert r.status_code == 200
     assert 'tenancy_quota{kind="max",node="root",resource="cpu"} 40.0' in r.text
     assert "tenancy_evictions_total" in r.text and "tenancy_decision_seconds_bucket" in r.text
+    # the live page, through the hub's OAuth login: a user sees their own teams only
+    session = hub.login("bob", "demo")
+    page = session.get(hub.url("/services/tenancy/"), allow_redirects=True, timeout=30)
+    assert page.status_code == 200 and "Quotas and queue" in page.text
+    assert "team-b" in page.text and "carol-train" not in page.text
+    admin = hub.login("admin", "demo").get(hub.url("/services/tenancy/"), allow_redirects=True, timeout=30)
+    assert admin.status_code == 200 and "carol-train" in admin.text
     spec = hub.request("GET", f"{API}/openapi.json").json()
     assert {"/me", "/tenants", "/tree", "/workloads", "/workloads/{id}", "/workloads/{id}/logs", "/events"} <= set(spec["paths"])
