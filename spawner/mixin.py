@@ -17,7 +17,9 @@ import json
 import re
 import time
 
+from jupyterhub import orm
 from jupyterhub.spawner import SpawnException
+from sqlalchemy.orm import object_session
 from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from traitlets import Dict, Float, Unicode, default
@@ -182,6 +184,7 @@ class TenancySpawnerMixin(Configurable):
         return f"Your previous server was stopped at {when}: {evicted['message']}"
 
     async def start(self):
+        self._notice, self._latest = None, {}  # progress() may already be reading them
         group, profile = self._choose()
         self.tenant = group.name
         resources = (self.profiles.get(profile) or {}).get("resources") or {}
@@ -232,22 +235,37 @@ class TenancySpawnerMixin(Configurable):
 
     async def _forget(self):
         wid, self.workload_id = self.workload_id, None
-        if wid:
-            try:
-                await self._service("DELETE", f"/workloads/{wid}")
-            except SpawnException as err:
-                self.log.warning("could not remove workload %s: %s", wid, err)
+        if not wid:
+            return
+        borrowed = not self.api_token
+        if borrowed:
+            # After a hub restart the hub no longer knows the server's token (it keeps only a
+            # hash): tell the service with a short-lived token of the user's, deleted right after.
+            self.api_token = self.user.new_api_token(note="tenancy: forget a notebook", expires_in=300)
+        try:
+            await self._service("DELETE", f"/workloads/{wid}")
+        except SpawnException as err:
+            self.log.warning("could not remove workload %s: %s", wid, err)
+        finally:
+            if borrowed:
+                db = object_session(self.user.orm_user)
+                found = orm.APIToken.find(db, self.api_token)
+                if found is not None:
+                    db.delete(found)
+                    db.commit()
+                self.api_token = ""
 
     async def stop(self, now=False):
         await self._forget()
         return await super().stop(now=now)
 
     async def progress(self):
-        progress, seen = 10, None
-        notice = getattr(self, "_notice", None)
-        if notice:
-            yield {"progress": progress, "message": notice}
+        progress, seen, told = 10, None, None
         while True:
+            notice = getattr(self, "_notice", None)
+            if notice and notice != told:  # found out by start() meanwhile: who preempted the last server
+                told = notice
+                yield {"progress": progress, "message": notice}
             wl = getattr(self, "_latest", None) or {}
             state = wl.get("state")
             if state and state != "Pending":

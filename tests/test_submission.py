@@ -142,3 +142,38 @@ def test_terminating_pods_count_against_quota_until_gone():
     assert submit(eng, P("x/again", 1), 2).phase is Phase.REJECTED
     eng.complete_eviction(low.uid, 31)
     assert submit(eng, P("x/later", 1), 32).phase is Phase.PENDING
+
+
+def test_request_above_the_default_limit_is_invalid():
+    # The LimitRange's default limit (2 CPU) is below the request: the API server's 422.
+    eng = alpha(DEFAULTS)
+    p = eng.submit(*pod("big", {"cpu": "4", "memory": "1Gi"}), 0.0)
+    assert p.phase is Phase.REJECTED and p.reason.code == "limit-range"
+    assert p.reason.message.startswith('Pod "big" is invalid: spec.containers[0].resources.requests: '
+                                       'Invalid value: "4": must be less than or equal to cpu limit of 2')
+    # with its own limit it is fine
+    ok = eng.submit(*pod("ok", {"cpu": "4", "memory": "1Gi"}, {"cpu": "4"}), 0.0)
+    assert ok.phase is Phase.PENDING
+
+
+def test_pods_made_by_others_take_room_and_quota_but_are_never_victims():
+    eng = alpha(DEV_QUOTA)
+    other = eng.occupy("team-alpha", "by-hand", pod("x", {"cpu": "60", "memory": "1Gi"}, {"cpu": "60", "memory": "1Gi"})[2],
+                       "n1", 0.0)
+    assert other.phase is Phase.RUNNING and not other.preemptible
+    assert eng.cluster.nodes["n1"].free["cpu"] == 4000
+    assert eng.rq_used[("team-alpha", "dev-quota")]["requests.cpu"] == 60000  # over the quota: it is there anyway
+    # ours is refused by the quota the foreign pod uses up, and nothing is evicted for it
+    refused = eng.submit(*pod("ours", {"cpu": "1", "memory": "1Gi"}, {"cpu": "1", "memory": "1Gi"}, pc="critical-prod"), 1.0)
+    assert refused.phase is Phase.REJECTED and refused.reason.code == "resource-quota"
+    eng.remove_resource_quota("team-alpha", "dev-quota")
+    waiting = eng.submit(*pod("ours2", {"cpu": "8", "memory": "1Gi"}, {"cpu": "8", "memory": "1Gi"}, pc="critical-prod"), 2.0)
+    d = eng.schedule(2.0)
+    assert not d.evictions and not d.admitted and waiting.phase is Phase.PENDING
+    eng.delete(other.uid)
+    assert eng.schedule(3.0).admitted == [waiting]
+    # a pod on a node that is not ours still counts in its namespace
+    elsewhere = eng.occupy("team-alpha", "far", pod("y", {"cpu": "1"})[2], "not-ours", 4.0)
+    assert elsewhere.node is None and eng.quota.leaf_for("team-alpha").used["cpu"] == 9000
+    eng.delete(elsewhere.uid)
+    assert eng.quota.leaf_for("team-alpha").used["cpu"] == 8000

@@ -97,6 +97,7 @@ def apply_limit_ranges(spec: PodSpec, ranges, pod: str) -> PodSpec:
                 requests.setdefault(res, value)
         defaulted.append(Container(c.name, requests, limits, c.init))
     spec = spec.with_containers([c for c in defaulted if not c.init], [c for c in defaulted if c.init])
+    _check_requests_within_limits(spec, pod)
     for item in items:
         if item.type == CONTAINER:
             for c in spec.all_containers():
@@ -104,6 +105,20 @@ def apply_limit_ranges(spec: PodSpec, ranges, pod: str) -> PodSpec:
         elif item.type == POD:
             _check(item, "Pod", spec.requests(), spec.limits(), pod)
     return spec
+
+
+def _check_requests_within_limits(spec: PodSpec, pod: str) -> None:
+    """A default limit below what a container requests makes the pod invalid (the API server's 422,
+    a common surprise: ``cpu: 15`` requested, the LimitRange's default limit is 1)."""
+    for kind, containers in (("initContainers", spec.init_containers), ("containers", spec.containers)):
+        for i, c in enumerate(containers):
+            for res, request in c.requests.items():
+                limit = c.limits.get(res)
+                if limit is not None and request > limit:
+                    raise ValidationError(
+                        f'Pod "{pod}" is invalid: spec.{kind}[{i}].resources.requests: Invalid value: '
+                        f'"{format_milli(res, request)}": must be less than or equal to {res} limit of '
+                        f'{format_milli(res, limit)} (set a limit, or ask for the LimitRange\'s default limit to be raised)')
 
 
 def _check(item: LimitRangeItem, scope: str, requests: ResourceList, limits: ResourceList, pod: str) -> None:

@@ -144,6 +144,18 @@ class Engine:
     def apply_limit_range(self, lr: LimitRange) -> None:
         self.limit_ranges.setdefault(lr.namespace, {})[lr.name] = lr
 
+    def remove_resource_quota(self, namespace: str, name: str) -> None:
+        """The ResourceQuota is gone: it no longer limits nor counts anything."""
+        self.resource_quotas.get(namespace, {}).pop(name, None)
+        self.rq_used.pop((namespace, name), None)
+        for pod in self.pods.values():
+            if pod.namespace == namespace:
+                pod.quota_usage.pop(name, None)
+        self._released += 1
+
+    def remove_limit_range(self, namespace: str, name: str) -> None:
+        self.limit_ranges.get(namespace, {}).pop(name, None)
+
     @property
     def warnings(self) -> list[str]:
         return self.quota.warnings
@@ -184,6 +196,38 @@ class Engine:
         self.quota.index_victim(pod)
         self._count_admission(pod)
         return True
+
+    def occupy(self, namespace: str, name: str, spec: PodSpec, node_name: str | None, now: float, *,
+               owner=None, labels=None) -> Pod:
+        """Count a pod that runs without a decision of ours (created on the cluster by other means).
+
+        The cluster placed it already, so no check refuses it: it takes its room on
+        ``node_name`` (when that node is one of ours), its namespace's quotas and its
+        leaf's usage, as the API server stored it (LimitRange defaults applied). It is
+        never a victim: we did not start it, so we do not stop it. ``delete`` forgets it.
+        """
+        try:
+            pc, value, _ = resolve_priority(spec, self.classes, name)
+        except Refused:  # a class we do not know: it still uses what it uses
+            pc, value = None, 0
+        pod = Pod(uid=next(self._uids), namespace=namespace, name=name, spec=spec, requests={}, limits={},
+                  priority=value, priority_class=pc.name if pc else spec.priority_class_name, created=now,
+                  owner=owner, labels=dict(labels or {}), preemptible=False, can_preempt=False,
+                  leaf=self.quota.leaf_for(namespace))
+        pod.requests = {r: a for r, a in spec.requests().items() if a}
+        pod.limits = spec.limits()
+        for rq in self.resource_quotas.get(namespace, {}).values():
+            if rq.matches(spec, pod.priority_class) and rq.tracked():
+                need = usage_of(spec, pod.requests, pod.limits, rq.tracked())
+                pod.quota_usage[rq.name] = need
+                add_into(self.rq_used.setdefault((namespace, rq.name), {}), need)
+        self.pods[pod.uid] = pod
+        node = self.cluster.nodes.get(node_name) if node_name else None
+        if node is not None:
+            self.cluster.bind(node, pod)
+        self.quota.charge(pod)
+        pod.phase, pod.node, pod.admitted_at = Phase.RUNNING, node.name if node else None, now
+        return pod
 
     def resubmit(self, pod: Pod, now: float) -> bool:
         """Try a Rejected pod again (a controller asking once more); True when it is queued now."""
@@ -285,7 +329,8 @@ class Engine:
         elif phase is Phase.RUNNING:
             self.quota.charge(pod, -1)
             self.quota.index_victim(pod, -1)
-            self.cluster.unbind(pod)
+            if pod.node is not None:  # an occupying pod may run on a node that is not ours
+                self.cluster.unbind(pod)
         elif phase is Phase.TERMINATING:
             self.quota.leave(pod, -1)
             self.cluster.unbind(pod, terminating=True)

@@ -12,6 +12,8 @@ from tornado import web
 from traitlets import Bool, Dict, Float, Integer, List, Type, Unicode, default
 from traitlets.config import Application
 
+from ..backends import Backend
+from ..backends.kubernetes.api import KubernetesError
 from ..backends.local import LocalBackend
 from ..quota.errors import ValidationError
 from ..quota.manifests import parse_object, read_file
@@ -52,7 +54,14 @@ class TenancyService(Application):
                 "spec": {"hard": {"requests.cpu": "15", "pods": "4"}}}]
         """,
     ).tag(config=True)
-    backend_class = Type(LocalBackend, help="Where workloads run.").tag(config=True)
+    backend_class = Type(
+        LocalBackend, klass=Backend,
+        help="""
+        Where workloads run: ``hub_ext.backends.local.LocalBackend`` (this machine; the
+        default) or ``hub_ext.backends.kubernetes.KubernetesBackend`` (a cluster; configure
+        it with ``c.KubernetesBackend.*``).
+        """,
+    ).tag(config=True)
     notebook_priority_class = Unicode("low-priority-dev", help="PriorityClass of notebook servers.").tag(config=True)
     training_priority_class = Unicode("high-priority-research",
                                       help="Default PriorityClass of training jobs.").tag(config=True)
@@ -101,10 +110,12 @@ class TenancyService(Application):
 
     def make_app(self) -> tuple[web.Application, Controller]:
         store = Store(self.db_url)
-        saved = store.setting("tree")
-        tree, manifest = (parse_tree(saved), saved) if saved else self.load_tree()
         self.hub = HubClient()
         backend = self.backend_class(hub=self.hub, parent=self)
+        saved = store.setting("tree")
+        tree, manifest = (parse_tree(saved), saved) if saved else self.load_tree()
+        if tree is None and hasattr(backend, "quota_tree"):
+            tree, manifest = backend.quota_tree()  # the cluster's own ElasticQuotaTree, if it has one
         self.metrics = Metrics()
         controller = Controller(store=store, backend=backend, tree=tree, log=self.log, metrics=self.metrics,
                                 notebook_priority_class=self.notebook_priority_class,
@@ -165,6 +176,8 @@ class TenancyService(Application):
         app.listen(self.port, self.ip, xheaders=True)
         self.log.info("tenancy service listening on http://%s:%s%s", self.ip, self.port, self.prefix)
         tasks = [asyncio.ensure_future(controller.run())]
+        if hasattr(controller.backend, "run"):
+            tasks.append(asyncio.ensure_future(controller.backend.run()))
         if self.hub.configured:
             tasks.append(asyncio.ensure_future(self.refresh_tenants(controller)))
         await asyncio.gather(*tasks)
@@ -172,7 +185,7 @@ class TenancyService(Application):
     def start(self):
         try:
             asyncio.run(self.serve())
-        except ValidationError as err:
+        except (ValidationError, KubernetesError) as err:
             print(f"tenancy serve: error: {err}", file=sys.stderr)
             sys.exit(1)
         except KeyboardInterrupt:

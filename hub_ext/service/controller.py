@@ -68,6 +68,7 @@ class Controller:
         self.owners: dict[str, Owner] = {}
         self.rows: dict[str, WorkloadRow] = {}  # active workloads
         self.pod_rows: dict[int, PodRow] = {}  # engine uid -> row
+        self.foreign: dict[str, int] = {}  # cluster pods we did not create (by their cluster uid) -> engine uid
         self.listeners: set[asyncio.Queue] = set()
         self._dirty = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
@@ -76,6 +77,9 @@ class Controller:
     def set_tenants(self, tenants: list[Tenant]) -> None:
         old = {(t.namespace, t.leaf) for t in self.tenants if t.usable}
         self.tenants = tenants
+        changed = getattr(self.backend, "tenants_changed", None)
+        if changed is not None:
+            changed(tenants)
         if {(t.namespace, t.leaf) for t in tenants if t.usable} != old:
             self.engine.set_tree(tree_with_tenants(self.base_tree, tenants))
             self.poke()
@@ -95,6 +99,31 @@ class Controller:
             self.engine.apply_priority_class(obj)
         elif not isinstance(obj, Namespace):
             raise ValidationError(f"{type(obj).__name__} cannot be configured here (ResourceQuota, LimitRange, PriorityClass, Namespace)")
+        self.poke()
+
+    def remove_object(self, kind: str, namespace: str, name: str) -> None:
+        """A ResourceQuota or LimitRange that was applied is gone (deleted on the cluster)."""
+        if kind == "ResourceQuota":
+            self.engine.remove_resource_quota(namespace, name)
+        elif kind == "LimitRange":
+            self.engine.remove_limit_range(namespace, name)
+        self.poke()
+
+    # -- pods we did not create -------------------------------------------------------
+    def observe_foreign(self, key: str, namespace: str, name: str, spec, node: str | None) -> None:
+        """A pod on the cluster that no workload of ours made (another controller, ``kubectl``): its
+        requests count as its namespace's usage while it runs. ``key`` is its cluster uid."""
+        if key in self.foreign:
+            return
+        pod = self.engine.occupy(namespace, name, spec, node, self.clock(), owner=("Foreign", name))
+        self.foreign[key] = pod.uid
+        self.poke()
+
+    def forget_foreign(self, key: str) -> None:
+        uid = self.foreign.pop(key, None)
+        if uid is not None:
+            self.engine.delete(uid)
+            self.poke()
 
     def preview_tree(self, tree: ElasticQuotaTree | None) -> dict:
         """What changing the tree to ``tree`` would do now, on a copy: who would be evicted, who would start."""
@@ -306,7 +335,9 @@ class Controller:
             self.log.error("backend action failed", exc_info=task.exception())
 
     # -- what backends report -------------------------------------------------------
-    def pod_exited(self, uid: int, code: int) -> None:
+    def pod_exited(self, uid: int, code: int, reason: Reason | None = None) -> None:
+        """A started pod ended with ``code``; ``reason`` says why when the backend knows better than
+        an exit status (the API server refused to create it, say)."""
         pod = self.engine.pods.get(uid)
         if pod is None:
             return
@@ -327,9 +358,10 @@ class Controller:
             if row:
                 self.store.record(now, "succeeded", f"{pod.name} finished", row.id)
         else:
-            self.engine.fail(uid, now, Reason("failed", f"{pod.name} exited with status {code}", {"exitCode": code}))
+            reason = reason or Reason("failed", f"{pod.name} exited with status {code}", {"exitCode": code})
+            self.engine.fail(uid, now, reason)
             if row:
-                self.store.record(now, "failed", f"{pod.name} exited with status {code}", row.id)
+                self.store.record(now, "failed", reason.message, row.id, reason.details or None)
                 self._finish_failed(row, now)
         self._sync_pod(pod)
         self.store.commit()
@@ -497,6 +529,8 @@ class Controller:
                     break
             if row.state == "Failed":
                 self._finish_failed(row, now)  # its other pods stop too
+            elif row.state not in FINAL:
+                self._sync(row)  # e.g. its last pod succeeded while we were away: it is done
             if row.state not in FINAL:
                 count += 1
             else:

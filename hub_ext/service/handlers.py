@@ -230,7 +230,8 @@ class LogsHandler(APIHandler):
         self.set_header("Content-Type", "text/plain; charset=utf-8")
         parts = []
         for prow in pods:
-            text = self.controller.backend.logs(row, prow)
+            # a file read (local) or an API call (Kubernetes): off the event loop either way
+            text = await asyncio.to_thread(self.controller.backend.logs, row, prow)
             parts.append(text if len(pods) == 1 else f"==> {prow.name} <==\n{text}")
         self.finish("\n".join(parts))
 

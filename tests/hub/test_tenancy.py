@@ -361,6 +361,9 @@ def test_the_service_restarted_mid_queue_loses_nothing(hub):
     b0 = wait_for(lambda: (lambda w: w if w["state"] == "Running" else None)(svc(hub, "bob", "GET", f"/workloads/{ids[0]}")[1]),
                   "b0 to run again")
     assert _pid_of(hub, b0) != running_pid
+    # bob's server ended with the hub; the restarted hub stops it, and the scheduler hears of it
+    # (with a token borrowed for that: the hub no longer knows the server's own).
+    wait_for(lambda: notebook(hub, "bob")["state"] == "Stopped", "bob's notebook workload to be stopped")
     states = [svc(hub, "bob", "GET", f"/workloads/{j}")[1]["state"] for j in ids[1:]]
     # The notebooks' servers ended with the hub, so there may be room for more: whoever
     # runs, runs in queue order; no queued job overtook one submitted before it.

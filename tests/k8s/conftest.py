@@ -80,3 +80,40 @@ def namespace(control_plane, api):
     control_plane.create_namespace(name)
     yield name
     client.CoreV1Api(api).delete_namespace(name)
+
+
+@pytest.fixture(scope="module")
+def seed_classes(api):
+    """The three seed PriorityClasses; those created here are deleted afterwards (the provisioning
+    tests expect to create them themselves)."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    created = ensure_priority_classes(api)
+    yield
+    sched = client.SchedulingV1Api(api)
+    for name in created:
+        try:
+            sched.delete_priority_class(name)
+        except ApiException:
+            pass
+
+
+def ensure_priority_classes(api):
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    from hub_ext.quota.priorityclass import SEED_CLASSES
+
+    sched = client.SchedulingV1Api(api)
+    created = []
+    for pc in SEED_CLASSES:
+        try:
+            sched.create_priority_class(client.V1PriorityClass(
+                metadata=client.V1ObjectMeta(name=pc.name), value=pc.value, description=pc.description,
+                preemption_policy=pc.preemption_policy))
+            created.append(pc.name)
+        except ApiException as err:
+            if err.status != 409:
+                raise
+    return created

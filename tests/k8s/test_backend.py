@@ -1,7 +1,8 @@
 """The Kubernetes backend on a real control plane: the second seed's capacity-scheduling demo.
 
 The engine decides (ElasticQuotaTree of the ACK demo: root 40 CPU, four leaves of
-min 10 / max 20); the backend creates bare Pods that kube-scheduler places and
+min 10 / max 20); the backend creates a Job per admitted pod (bare Pods in the
+second test, the path for servers without Jobs) that kube-scheduler places and
 kwok runs, and evicts victims through the Eviction API. The Running pods per
 namespace are read from the API server, not from the engine.
 """
@@ -10,23 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import os
 import time
 import uuid
 
 import pytest
 import yaml
 
-try:
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-except ImportError:  # the client is only optional when the tier is skipped
-    if os.environ.get("TENANCY_SKIP_K8S") == "1":
-        pytest.skip(reason="TENANCY_SKIP_K8S=1 asks to skip the Kubernetes tier", allow_module_level=True)
-    raise
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
-from hub_ext.backends.kubernetes.backend import MANAGED_BY, MANAGED_BY_LABEL, WORKLOAD_LABEL, KubernetesBackend
-from hub_ext.quota.priorityclass import SEED_CLASSES
+from hub_ext.backends.kubernetes.backend import (
+    JOB_NAME_LABEL, MANAGED_BY, MANAGED_BY_LABEL, WORKLOAD_LABEL, KubernetesBackend,
+)
 from hub_ext.quota.quantity import parse_resource_list
 from hub_ext.quota.tree import parse_tree
 from hub_ext.service.controller import Controller, Identity
@@ -49,35 +45,6 @@ def demo_tree(suffix: str):
 
     rename(obj["spec"]["root"])
     return parse_tree(obj)
-
-
-@pytest.fixture(scope="module")
-def seed_classes(api):
-    """The three seed PriorityClasses; those created here are deleted afterwards (the provisioning
-    tests expect to create them themselves)."""
-    created = ensure_priority_classes(api)
-    yield
-    sched = client.SchedulingV1Api(api)
-    for name in created:
-        try:
-            sched.delete_priority_class(name)
-        except ApiException:
-            pass
-
-
-def ensure_priority_classes(api):
-    sched = client.SchedulingV1Api(api)
-    created = []
-    for pc in SEED_CLASSES:
-        try:
-            sched.create_priority_class(client.V1PriorityClass(
-                metadata=client.V1ObjectMeta(name=pc.name), value=pc.value, description=pc.description,
-                preemption_policy=pc.preemption_policy))
-            created.append(pc.name)
-        except ApiException as err:
-            if err.status != 409:
-                raise
-    return created
 
 
 def cluster_pods(api, namespace):
@@ -179,11 +146,12 @@ def test_ack_demo_on_a_real_cluster(control_plane, api, demo, tmp_path):
                 assert report[leaf]["used"].get("cpu", 0) == cluster_cpu, (leaf, report[leaf], cluster_cpu)
                 engine_names = {p.name for p in controller.engine.pods.values()
                                 if p.namespace == ns_name and p.phase.value == "Running"}
-                assert engine_names == {p.metadata.name for p in running(ns_pods)}
+                # each running engine pod is one Job of ours, with one pod
+                assert engine_names == {p.metadata.labels[JOB_NAME_LABEL] for p in running(ns_pods)}
 
         # evictions went through the Eviction API: 1 (step 3) + 1 + 1 + 1 (step 4) at least
         assert len(evictions_seen) >= 4, evictions_seen
-        assert all(p.startswith(f"/api/v1/namespaces/namespace") for p in evictions_seen)
+        assert all(p.startswith("/api/v1/namespaces/namespace") for p in evictions_seen)
 
         # the pods carry what the workload says
         p = running((await counts())[0])[0]
@@ -194,9 +162,13 @@ def test_ack_demo_on_a_real_cluster(control_plane, api, demo, tmp_path):
         assert p.spec.containers[0].command == ["sleep", "3600"]
         assert p.spec.containers[0].image == "python:3.11-slim"
 
+        assert p.metadata.owner_references[0].kind == "Job"
+        job = client.BatchV1Api(api).read_namespaced_job(p.metadata.labels[JOB_NAME_LABEL], namespaces[0])
+        assert job.spec.backoff_limit == 0 and job.metadata.labels[WORKLOAD_LABEL] == rows[0].id
+
         # recover: a running pod is "running", a missing one "gone"
-        prow = next(r for r in rows[0].pods if r.name == p.metadata.name)
-        pod = next(x for x in controller.engine.pods.values() if x.name == p.metadata.name)
+        prow = next(r for r in rows[0].pods if r.name == job.metadata.name)
+        pod = next(x for x in controller.engine.pods.values() if x.name == job.metadata.name)
         assert await backend.recover(rows[0], prow, pod) == "running"
 
         # cancelling stops the pods in the cluster
@@ -220,7 +192,7 @@ class FakeController:
     def __init__(self):
         self.exited, self.evicted, self.tasks = {}, [], set()
 
-    def pod_exited(self, uid, code):
+    def pod_exited(self, uid, code, reason=None):
         self.exited[uid] = code
 
     def eviction_done(self, uid):
@@ -257,8 +229,9 @@ def test_exits_notebook_eviction_delete_fallback_and_recover(control_plane, api,
         raise AssertionError(f"timed out waiting for {what}")
 
     async def main():
+        # bare pods: the path for servers without batch/v1 Jobs
         backend = KubernetesBackend(api_client=api, node_label_selector=f"tenancy-test/backend={suffix}",
-                                    node_selector=label, poll_seconds=0.2, stop_grace_seconds=0)
+                                    node_selector=label, poll_seconds=0.2, stop_grace_seconds=0, use_jobs=False)
         fake = backend.controller = FakeController()
         nodes = backend.nodes()
         assert [(n.name, n.allocatable["cpu"], n.labels["tenancy-test/backend"]) for n in nodes] == [(node, 8000, suffix)]

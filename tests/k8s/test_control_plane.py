@@ -7,17 +7,11 @@ from __future__ import annotations
 import time
 import uuid
 
-import os
 
 import pytest
 
-try:
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-except ImportError:  # the client is only optional when the tier is skipped
-    if os.environ.get("TENANCY_SKIP_K8S") == "1":
-        pytest.skip(reason="TENANCY_SKIP_K8S=1 asks to skip the Kubernetes tier", allow_module_level=True)
-    raise
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 import controlplane
 
@@ -201,3 +195,120 @@ def test_rbac_group_with_impersonation(control_plane, api, team_namespaces):
         with pytest.raises(ApiException) as exc:
             client.CoreV1Api(other).create_namespaced_pod(alpha, pod("nb-carol"))
         assert exc.value.status == 403
+
+
+# ---------------------------------------------------------------- kwok: pod stages, logs
+@pytest.fixture(scope="module")
+def placement(control_plane, api):
+    """A fake node of this module's own (tainted and selected): pod spec kwargs."""
+    node = f"n-{uuid.uuid4().hex[:6]}"
+    control_plane.add_node(node, {"cpu": "8", "memory": "32Gi"},
+                           taints=[client.V1Taint(key="tenancy-test/node", value=node, effect="NoSchedule")])
+    yield dict(
+        node_selector={"kubernetes.io/hostname": node},
+        tolerations=[client.V1Toleration(key="tenancy-test/node", operator="Equal", value=node,
+                                         effect="NoSchedule")],
+    )
+    client.CoreV1Api(api).delete_node(node)
+
+
+def job(name, placement):
+    return client.V1Job(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1JobSpec(backoff_limit=0, template=client.V1PodTemplateSpec(
+            spec=client.V1PodSpec(
+                restart_policy="Never", termination_grace_period_seconds=30,
+                containers=[client.V1Container(name="train", image="registry.invalid/train:1",
+                                               resources=client.V1ResourceRequirements(requests={"cpu": "1"}))],
+                **placement))))
+
+
+def job_condition(batch, namespace, name):
+    conds = batch.read_namespaced_job_status(name, namespace).status.conditions or []
+    return {c.type for c in conds if c.status == "True"} & {"Complete", "Failed"}
+
+
+def test_job_pods_run_until_annotated_with_an_exit_code(control_plane, api, namespace, placement):
+    core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+    for name in ("ok", "bad"):
+        batch.create_namespaced_job(namespace, job(name, placement))
+
+    def job_pods():
+        pods = {p.metadata.labels["job-name"]: p for p in core.list_namespaced_pod(namespace).items}
+        return pods if len(pods) == 2 and all(p.status.phase == "Running" for p in pods.values()) else None
+
+    pods = wait_for(job_pods, what="both Job pods Running")
+    # no automatic completion: they stay Running, and the Jobs unfinished
+    until = time.monotonic() + 3
+    while time.monotonic() < until:
+        for p in core.list_namespaced_pod(namespace).items:
+            assert p.status.phase == "Running", (p.metadata.name, p.status.phase)
+        time.sleep(0.5)
+    assert not job_condition(batch, namespace, "ok") and not job_condition(batch, namespace, "bad")
+
+    for name, code in (("ok", "0"), ("bad", "3")):
+        core.patch_namespaced_pod(pods[name].metadata.name, namespace,
+                                  {"metadata": {"annotations": {controlplane.EXIT_CODE_ANNOTATION: code}}})
+    for name, phase, code, reason, condition in (("ok", "Succeeded", 0, "Completed", "Complete"),
+                                                 ("bad", "Failed", 3, "Error", "Failed")):
+        p = wait_for(lambda: (lambda x: x if x.status.phase in ("Succeeded", "Failed") else None)(
+            core.read_namespaced_pod(pods[name].metadata.name, namespace)), what=f"{name} pod terminal")
+        assert p.status.phase == phase
+        (cs,) = p.status.container_statuses
+        assert cs.state.terminated.exit_code == code and cs.state.terminated.reason == reason
+        assert not cs.ready
+        assert p.status.pod_ip == pods[name].status.pod_ip
+        assert wait_for(lambda: job_condition(batch, namespace, name), what=f"Job {name} finished") == {condition}
+    # backoffLimit 0: no replacement pod for the failed one
+    assert len(core.list_namespaced_pod(namespace).items) == 2
+
+
+def test_container_logs_through_the_api_server(control_plane, api, namespace, placement, tmp_path):
+    core = client.CoreV1Api(api)
+    spec = dict(termination_grace_period_seconds=30, **placement)
+    core.create_namespaced_pod(namespace, client.V1Pod(
+        metadata=client.V1ObjectMeta(name="two"),
+        spec=client.V1PodSpec(containers=[client.V1Container(name="main", image="x"),
+                                          client.V1Container(name="side", image="x")], **spec)))
+    core.create_namespaced_pod(namespace, client.V1Pod(
+        metadata=client.V1ObjectMeta(name="other"),
+        spec=client.V1PodSpec(containers=[client.V1Container(name="main", image="x")], **spec)))
+    wait_for(lambda: all(p.status.phase == "Running" for p in core.list_namespaced_pod(namespace).items),
+             what="pods Running")
+    with pytest.raises(ApiException) as exc:  # no rule yet: kwok answers as a kubelet would fail
+        core.read_namespaced_pod_log("other", namespace)
+    assert "no logs found" in exc.value.body
+
+    main_log, side_log, ns_log = tmp_path / "main.log", tmp_path / "side.log", tmp_path / "ns.log"
+    control_plane.set_pod_logs(namespace, "two", main_log, container="main")
+    control_plane.set_pod_logs(namespace, "two", side_log, container="side")
+    control_plane.set_pod_logs(namespace, None, ns_log)  # every other pod of the namespace
+    assert core.read_namespaced_pod_log("two", namespace, container="main") == ""  # created empty
+
+    controlplane.append_log(main_log, "epoch 1 loss 0.9\nepoch 2 loss 0.5\n")
+    controlplane.append_log(main_log, "epoch 3 loss 0.2", stream="stderr")
+    controlplane.append_log(side_log, "sidecar up\n")
+    controlplane.append_log(ns_log, "from the namespace rule\n")
+    assert core.read_namespaced_pod_log("two", namespace, container="main") == \
+        "epoch 1 loss 0.9\nepoch 2 loss 0.5\nepoch 3 loss 0.2\n"
+    assert core.read_namespaced_pod_log("two", namespace, container="main", tail_lines=2) == \
+        "epoch 2 loss 0.5\nepoch 3 loss 0.2\n"
+    assert core.read_namespaced_pod_log("two", namespace, container="main", limit_bytes=10) == "epoch 1 lo"
+    assert core.read_namespaced_pod_log("two", namespace, container="side") == "sidecar up\n"
+    assert core.read_namespaced_pod_log("other", namespace) == "from the namespace rule\n"
+    stamped = core.read_namespaced_pod_log("other", namespace, timestamps=True)
+    assert stamped.endswith("Z from the namespace rule\n") and stamped.startswith("20")
+    # a file that grows is read again at each request
+    controlplane.append_log(main_log, "epoch 4 loss 0.1\n")
+    assert core.read_namespaced_pod_log("two", namespace, container="main", tail_lines=1) == "epoch 4 loss 0.1\n"
+
+    control_plane.clear_pod_logs(namespace)  # the namespace rule
+    wait_for(lambda: _log_error(core, "other", namespace), timeout=5, what="namespace rule gone")
+
+
+def _log_error(core, pod_name, namespace):
+    try:
+        core.read_namespaced_pod_log(pod_name, namespace)
+    except ApiException as e:
+        return e.status
+    return None

@@ -4,17 +4,11 @@ after a tenant goes, one-line errors, and the quota tree read from its CRD."""
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
-try:
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-except ImportError:  # the client is only optional when the tier is skipped
-    if os.environ.get("TENANCY_SKIP_K8S") == "1":
-        pytest.skip(reason="TENANCY_SKIP_K8S=1 asks to skip the Kubernetes tier", allow_module_level=True)
-    raise
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from hub_ext.backends.kubernetes import Provisioner, load_quota_tree
 from hub_ext.backends.kubernetes.api import Api, missing_group_versions

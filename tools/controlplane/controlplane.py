@@ -5,6 +5,11 @@ kubelet: bound pods become Running, deleted pods go away) as child processes on
 127.0.0.1, with certificates made by the ``openssl`` CLI. The binaries come from
 ``tools/controlplane/build.sh``.
 
+kwok's pod stages come from ``kwok-stages.yaml``: a Running pod ends only when it is
+annotated with ``EXIT_CODE_ANNOTATION`` ("0": Succeeded, else Failed with that exit
+code). Container logs are served through the API server (``pods/log``) from files named
+with ``ControlPlane.set_pod_logs`` and written with ``append_log`` (CRI log format).
+
     from controlplane import ControlPlane
 
     with ControlPlane("/tmp/cp") as cp:
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import datetime
 import json
 import os
 import secrets
@@ -35,6 +41,7 @@ import subprocess
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -47,6 +54,17 @@ KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 #: test may bind a local server on a pod IP (Linux routes all of 127.0.0.0/8 to lo).
 POD_CIDR = "127.20.0.1/16"  # kwok hands out IPs from the given address on: 127.20.0.1, .2, ...
 SERVICE_CIDR = "10.96.0.0/16"
+#: kwok's pod stages (``kwok --config``): ready, delete and the two exit stages below.
+KWOK_STAGES = HERE / "kwok-stages.yaml"
+#: Annotate a Running pod with this to end it: "0" makes it Succeed (containers
+#: terminated with exitCode 0, reason Completed); any other integer makes it Fail with
+#: that exitCode (reason Error; a non-integer value gives 1). Without it a pod keeps
+#: running, Job pods included. No restarts are simulated, whatever the restartPolicy.
+EXIT_CODE_ANNOTATION = "kwok.tenancy.test/exit-code"
+#: kwok resources watched as CRDs (``--enable-crds``), so logs can be set while it runs
+KWOK_CRD_KINDS = ("Logs", "ClusterLogs")
+KWOK_API_GROUP = "kwok.x-k8s.io"
+KWOK_API_VERSION = "v1alpha1"
 
 
 SHM_PREFIX = "tenancy-etcd-"
@@ -70,6 +88,62 @@ def _remove_stale_shm_dirs() -> None:
 
 class ControlPlaneError(RuntimeError):
     pass
+
+
+def _kwok_logs_crd(kind: str) -> dict:
+    """The CustomResourceDefinition of kwok's ``Logs`` (namespaced: one pod, by name) or
+    ``ClusterLogs`` (selector by namespaces and names), the schema of kwok v0.7.0's
+    kustomize/crd/bases without descriptions."""
+    strings = {"type": "array", "items": {"type": "string"}}
+    spec = {
+        "type": "object",
+        "required": ["logs"],
+        "properties": {"logs": {"type": "array", "items": {"type": "object", "properties": {
+            "containers": strings,
+            "follow": {"type": "boolean"},
+            "logsFile": {"type": "string"},
+            "previousLogsFile": {"type": "string"},
+        }}}},
+    }
+    if kind == "ClusterLogs":
+        spec["properties"]["selector"] = {"type": "object", "properties": {
+            "matchNames": strings, "matchNamespaces": strings}}
+    plural = kind.lower()
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{KWOK_API_GROUP}"},
+        "spec": {
+            "group": KWOK_API_GROUP,
+            "names": {"kind": kind, "listKind": kind + "List", "plural": plural, "singular": plural},
+            "scope": "Cluster" if kind.startswith("Cluster") else "Namespaced",
+            "versions": [{
+                "name": KWOK_API_VERSION, "served": True, "storage": True,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                    "metadata": {"type": "object"}, "spec": spec,
+                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                }}},
+            }],
+        },
+    }
+
+
+def append_log(path, text: str = "", stream: str = "stdout") -> Path:
+    """Append ``text`` to a container log file in the CRI format that kwok (like a
+    kubelet) reads: one ``<RFC3339 time> <stream> F <line>`` record per line of text.
+    Creates the file (and its directory); ``append_log(path)`` just creates it.
+    ``stream`` is "stdout" or "stderr"."""
+    if stream not in ("stdout", "stderr"):
+        raise ValueError(f"stream must be stdout or stderr, not {stream!r}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    records = "".join(f"{now} {stream} F {line}\n" for line in text.splitlines())
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(records)
+    return path
 
 
 def kubernetes_version() -> str:
@@ -199,6 +273,7 @@ class ControlPlane:
         self.server: str | None = None
         self.etcd_url: str | None = None
         self.etcd_data_dir: Path | None = None
+        self.kwok_port: int | None = None  # kwok's kubelet-like HTTPS server (the nodes' kubelet port)
         self._components: dict[str, _Component] = {}
         self._started = False
         self._atexit_registered = False
@@ -387,6 +462,12 @@ class ControlPlane:
                 f"--proxy-client-cert-file={p / 'front-proxy-client.crt'}",
                 f"--proxy-client-key-file={p / 'front-proxy-client.key'}",
                 "--allow-privileged=true",
+                # reach kwok's kubelet-like server (pods/log) as a kubelet: HTTPS on the
+                # node's InternalIP and daemonEndpoints port, its cert checked
+                f"--kubelet-client-certificate={p / 'apiserver-kubelet-client.crt'}",
+                f"--kubelet-client-key={p / 'apiserver-kubelet-client.key'}",
+                f"--kubelet-certificate-authority={p / 'ca.crt'}",
+                "--kubelet-preferred-address-types=InternalIP",
                 "--endpoint-reconciler-type=none",
                 "--enable-admission-plugins=NodeRestriction",
                 "--profiling=false",
@@ -444,27 +525,78 @@ class ControlPlane:
             "--leader-elect=false",
             "--profiling=false",
         ])
+        # kwok watches Logs/ClusterLogs (--enable-crds): their CRDs must be served first
+        self._install_kwok_crds(sched, deadline)
+        self.kwok_port = kwok_port
         kwok = self._spawn("kwok", [
             f"--kubeconfig={self.workdir / 'kwok.kubeconfig'}",
+            f"--config={KWOK_STAGES}",
             "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
             f"--cidr={POD_CIDR}",
             "--node-ip=127.0.0.1",
             "--node-lease-duration-seconds=40",
+            # one HTTPS server (TLS and plain HTTP share the port): its port is every
+            # node's kubelet port (daemonEndpoints), so the API server reaches it
             f"--server-address=127.0.0.1:{kwok_port}",
+            f"--node-port={kwok_port}",
+            f"--tls-cert-file={p / 'kwok-serving.crt'}",
+            f"--tls-private-key-file={p / 'kwok-serving.key'}",
+            f"--enable-crds={','.join(KWOK_CRD_KINDS)}",
         ])
         insecure = self._insecure_context()
         self._wait(kcm, lambda: self._http_ok(f"https://127.0.0.1:{kcm_port}/healthz", insecure),
                    deadline, "kube-controller-manager /healthz")
         self._wait(sched, lambda: self._http_ok(f"https://127.0.0.1:{sched_port}/healthz", insecure),
                    deadline, "kube-scheduler /healthz")
-        self._wait(kwok, lambda: self._http_ok(f"http://127.0.0.1:{kwok_port}/healthz"),
+        kwok_ctx = ssl.create_default_context(cafile=str(p / "ca.crt"))
+        self._wait(kwok, lambda: self._http_ok(f"https://127.0.0.1:{kwok_port}/healthz", kwok_ctx),
                    deadline, "kwok /healthz")
         # the service account controller works: pods can be created in "default"
         ctx = self._admin_ssl_context()
         self._wait(kcm, lambda: self._http_ok(
             f"{self.server}/api/v1/namespaces/default/serviceaccounts/default", ctx),
             deadline, "the default ServiceAccount (kube-controller-manager)")
+
+    def _request(self, method: str, path: str, body=None, context: ssl.SSLContext | None = None):
+        """An admin request to the API server (standard library only); returns
+        (status, decoded JSON or text)."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(f"{self.server}{path}", data=data, method=method,
+                                     headers={"Content-Type": "application/json", "Accept": "application/json"})
+        opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler({}),
+            urllib.request.HTTPSHandler(context=context or self._admin_ssl_context()))
+        try:
+            with opener.open(req, timeout=10) as r:
+                status, raw = r.status, r.read()
+        except urllib.error.HTTPError as e:
+            status, raw = e.code, e.read()
+            e.close()
+        try:
+            return status, json.loads(raw)
+        except ValueError:
+            return status, raw.decode(errors="replace")
+
+    def _install_kwok_crds(self, comp: _Component, deadline: float) -> None:
+        ctx = self._admin_ssl_context()
+        base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+        for kind in KWOK_CRD_KINDS:
+            status, body = self._request("POST", base, _kwok_logs_crd(kind), ctx)
+            if status not in (201, 409):
+                raise ControlPlaneError(f"creating the CRD of kwok's {kind} failed ({status}): {body}")
+
+        def established():
+            for kind in KWOK_CRD_KINDS:
+                status, body = self._request("GET", f"{base}/{kind.lower()}.{KWOK_API_GROUP}", context=ctx)
+                conds = {c["type"]: c["status"] for c in (body.get("status", {}).get("conditions") or [])} \
+                    if status == 200 else {}
+                if conds.get("Established") != "True":
+                    return False
+            # and discovery serves the group (kwok's client lists through it)
+            return self._request("GET", f"/apis/{KWOK_API_GROUP}/{KWOK_API_VERSION}", context=ctx)[0] == 200
+
+        self._wait(comp, established, deadline, "kwok's Logs and ClusterLogs CRDs Established")
 
     # ------------------------------------------------------------------ certificates
     def _ssl(self, *args) -> None:
@@ -502,6 +634,9 @@ class ControlPlane:
         self._leaf("kube-controller-manager", "/CN=system:kube-controller-manager")
         self._leaf("kube-scheduler", "/CN=system:kube-scheduler")
         self._leaf("kwok", "/O=system:masters/CN=kwok")
+        # kwok's kubelet-like server, and the API server's client cert towards it
+        self._leaf("kwok-serving", "/CN=kwok-serving", server=True, sans=["IP:127.0.0.1", "DNS:localhost"])
+        self._leaf("apiserver-kubelet-client", "/CN=kube-apiserver-kubelet-client")
         self._leaf("front-proxy-client", "/CN=front-proxy-client", ca="front-proxy-ca")
 
     def _leaf(self, name: str, subject: str, server: bool = False, sans=(), ca: str = "ca") -> None:
@@ -602,6 +737,95 @@ class ControlPlane:
             return n
 
         return _poll(ready, timeout, f"node {name} Ready and untainted")
+
+    # ------------------------------------------------------------------ pod logs
+    append_log = staticmethod(append_log)
+
+    def _logs_object_path(self, namespace: str, pod: str | None) -> tuple[str, str]:
+        base = f"/apis/{KWOK_API_GROUP}/{KWOK_API_VERSION}"
+        if pod is None:
+            return "ClusterLogs", f"{base}/clusterlogs/tenancy-logs-{namespace}"
+        return "Logs", f"{base}/namespaces/{namespace}/logs/{pod}"
+
+    def set_pod_logs(self, namespace: str, pod: str | None, path, *, container: str | None = None,
+                     previous_path=None, timeout: float = 10.0) -> Path:
+        """Serve the logs of ``container`` (default: every container without a rule of
+        its own) of pod ``pod`` in ``namespace`` from the file ``path``: what
+        ``GET /api/v1/namespaces/{namespace}/pods/{pod}/log`` (``kubectl logs``,
+        ``CoreV1Api.read_namespaced_pod_log``, with tailLines, limitBytes, sinceTime,
+        timestamps, follow) returns. ``pod=None`` means every pod of the namespace,
+        including pods created later, except pods that have rules by name: those use
+        only their own rules (a container without one gets "log target not found").
+        ``previous_path``: what ``previous=true`` returns.
+
+        The file is in the CRI log format: write it with ``append_log(path, text)``. It
+        is created empty if missing, and may grow at any time (reads see the current
+        contents; ``follow`` streams new lines). Pod names are exact (kwok's selectors
+        have no prefix match): for a Job's pod, find its name first, or use ``pod=None``.
+
+        Implemented with kwok's ``Logs`` (one pod, in its namespace; removed with the
+        namespace) or a ``ClusterLogs`` named ``tenancy-logs-<namespace>`` (see
+        ``clear_pod_logs``), which kwok watches; returns once kwok serves the rule."""
+        if not (self._started and self.kwok_port):
+            raise ControlPlaneError("the control plane is not running")
+        path = Path(path).resolve()
+        append_log(path)  # create it empty
+        entry = {"logsFile": str(path)}
+        if container:
+            entry["containers"] = [container]
+        if previous_path is not None:
+            previous_path = Path(previous_path).resolve()
+            append_log(previous_path)
+            entry["previousLogsFile"] = str(previous_path)
+        kind, obj_path = self._logs_object_path(namespace, pod)
+        name = obj_path.rsplit("/", 1)[1]
+        updated = False
+        for _ in range(10):  # optimistic concurrency: retry on conflicts
+            status, obj = self._request("GET", obj_path)
+            if status == 404:
+                spec = {"logs": [entry]}
+                if pod is None:
+                    spec["selector"] = {"matchNamespaces": [namespace]}
+                meta = {"name": name} if pod is None else {"name": name, "namespace": namespace}
+                body = {"apiVersion": f"{KWOK_API_GROUP}/{KWOK_API_VERSION}", "kind": kind,
+                        "metadata": meta, "spec": spec}
+                status, obj = self._request("POST", obj_path.rsplit("/", 1)[0], body)
+            elif status == 200:
+                keep = [e for e in obj["spec"].get("logs") or []
+                        if (e.get("containers") or []) != ([container] if container else [])]
+                obj["spec"]["logs"] = keep + [entry]
+                status, obj = self._request("PUT", obj_path, obj)
+                updated = True
+            else:
+                raise ControlPlaneError(f"reading {obj_path} failed ({status}): {obj}")
+            if status in (200, 201):
+                break
+            if status != 409:
+                raise ControlPlaneError(f"writing {kind} {name} failed ({status}): {obj}")
+        else:
+            raise ControlPlaneError(f"writing {kind} {name}: too many conflicts")
+
+        # ask kwok's server directly (it does not check that the pod exists) until its
+        # watch has the rule: a new rule answers 200 instead of "no logs found"
+        probe = "/".join(urllib.parse.quote(x, safe="") for x in
+                         (namespace, pod or "tenancy-logs-probe", container or "tenancy-logs-probe"))
+        url = f"https://127.0.0.1:{self.kwok_port}/containerLogs/{probe}?tailLines=0"
+        ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
+        _poll(lambda: self._http_ok(url, ctx), timeout, f"kwok serving the logs of {namespace}/{pod or '*'}",
+              interval=0.02)
+        if updated:
+            # an updated rule answered 200 before too; kwok's watch sees the change in
+            # well under this
+            time.sleep(0.2)
+        return path
+
+    def clear_pod_logs(self, namespace: str, pod: str | None = None) -> None:
+        """Remove the rules that ``set_pod_logs(namespace, pod, ...)`` made (all of that
+        pod's containers, or with ``pod=None`` the namespace-wide rule)."""
+        _, obj_path = self._logs_object_path(namespace, pod)
+        status, body = self._request("DELETE", obj_path)
+        if status not in (200, 202, 404):
+            raise ControlPlaneError(f"deleting {obj_path} failed ({status}): {body}")
 
 
 def _poll(fn, timeout: float, what: str, interval: float = 0.25):

@@ -3,11 +3,15 @@
 - ``provision.Provisioner``: Namespace, RBAC, ResourceQuota, LimitRange and
   PriorityClasses per tenant, idempotent, repairing drift, touching only what it created.
 - ``quotatree.load_quota_tree``: the ``ElasticQuotaTree`` object, when the CRD exists.
-- ``api``: the small JSON/REST layer both use (one-line ``KubernetesError``, discovery).
+- ``backend.KubernetesBackend``: the scheduler service's backend for a cluster
+  (``c.TenancyService.backend_class = "hub_ext.backends.kubernetes.KubernetesBackend"``).
+- ``watch``: pods we did not create, and the namespaces' quotas and limits, followed.
+- ``api``: the small JSON/REST layer they use (one-line ``KubernetesError``, discovery).
 """
 
 from .api import KubernetesError
+from .backend import KubernetesBackend
 from .provision import Action, ProvisionResult, Provisioner
 from .quotatree import load_quota_tree
 
-__all__ = ["Action", "KubernetesError", "ProvisionResult", "Provisioner", "load_quota_tree"]
+__all__ = ["Action", "KubernetesBackend", "KubernetesError", "ProvisionResult", "Provisioner", "load_quota_tree"]

@@ -1,15 +1,20 @@
 """The Kubernetes backend: the engine decides, the cluster runs.
 
-Capacity is the cluster's Nodes. An admitted training pod becomes a bare Pod in
-the workload's namespace, named after the engine's pod, with the workload's
-PriorityClass, resources and command; the default kube-scheduler places it (no
-``nodeName`` is set). A watcher polls the pod until it Succeeded, Failed or was
+Capacity is the cluster's Nodes. An admitted training pod becomes a batch/v1
+Job of one pod (parallelism 1, backoffLimit 0) named after the engine's pod,
+with the workload's PriorityClass, resources and command; where the server
+does not serve Jobs, a bare Pod. The default kube-scheduler places it (no
+``nodeName`` is set). A watcher polls it until it completed, failed or was
 deleted and reports the exit to the controller. Victims are evicted through the
 Eviction API (``policy/v1``; a plain delete with the grace period where the
 server does not serve it) and reported done once the pod is gone.
 
 Notebook pods are created by the spawner; this backend only evicts them (it
 deletes the pod labelled for the workload).
+
+Pods without our workload label count as usage (``watch.PodWatch``); the
+namespaces' ResourceQuotas and LimitRanges are copied into the engine; tenants
+are provisioned from hub groups when ``provision`` is on.
 
 Every API call is made with the synchronous client in a worker thread
 (``asyncio.to_thread``), so that the controller's loop never blocks.
@@ -18,14 +23,22 @@ Every API call is made with the synchronous client in a worker thread
 from __future__ import annotations
 
 import asyncio
+import os
 
-from traitlets import Dict, Float, Int, List, Unicode
+from traitlets import Bool, Dict, Float, Int, List, Unicode
 from traitlets.config import LoggingConfigurable
 
 from ...quota.errors import ValidationError
 from ...quota.nodes import parse_node
+from ...scheduler.model import LIMIT_RANGE, RESOURCE_QUOTA, Reason
 from .. import Backend
-from .api import POD, Api, KubernetesError
+from .api import POD, Api, Kind, KubernetesError
+from .provision import Provisioner
+from .quotatree import read_quota_tree
+from .watch import PodWatch, apply_limits, holds_room, pod_spec_of, read_limits
+
+JOB = Kind("Job", "batch/v1", "jobs", True)
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 WORKLOAD_LABEL = "tenancy.jupyter.org/workload"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -79,14 +92,199 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         help="Extra labels put on training pods.",
     ).tag(config=True)
 
-    def __init__(self, api_client=None, **kwargs):
+    kubeconfig = Unicode(
+        "",
+        help="""
+        A kubeconfig file with the service's cluster credentials. Empty: the in-cluster
+        ServiceAccount when running in a pod, else ``$KUBECONFIG`` or ``~/.kube/config``.
+        """,
+    ).tag(config=True)
+
+    kube_context = Unicode("", help="The kubeconfig context to use (empty: its current context).").tag(config=True)
+
+    use_jobs = Bool(
+        True,
+        help="""
+        Run training pods as batch/v1 Jobs (one per pod). Off, or where the server does not
+        serve batch/v1 Jobs: bare Pods.
+        """,
+    ).tag(config=True)
+
+    count_foreign_pods = Bool(
+        True,
+        help="""
+        Count pods that no workload of ours created (no ``tenancy.jupyter.org/workload``
+        label) as usage: of their node when it is one of ours, and of their namespace's
+        quotas and quota-tree leaf. They are never evicted by us.
+        """,
+    ).tag(config=True)
+
+    sync_cluster_limits = Bool(
+        True,
+        help="""
+        Copy the cluster's ResourceQuotas and LimitRanges into the scheduler, so that a
+        workload the API server would refuse is refused (with the reason) before it is created.
+        """,
+    ).tag(config=True)
+
+    resync_seconds = Float(
+        30.0,
+        help="How often ResourceQuotas and LimitRanges are read again; pods are watched, and listed again this often at most every 10 minutes.",
+    ).tag(config=True)
+
+    quota_tree_object = Unicode(
+        "kube-system/",
+        help="""
+        ``namespace/name`` of the cluster's ``ElasticQuotaTree`` (``namespace/`` for the only
+        one there), used when the service has no tree of its own (``TenancyService.tree_file``
+        or ``tree``, or one saved by an admin). Empty: never read the tree from the cluster.
+        """,
+    ).tag(config=True)
+
+    provision = Bool(
+        False,
+        help="""
+        Provision tenants on the cluster from hub groups (Namespace, Role and RoleBinding,
+        ResourceQuota, LimitRange, PriorityClasses; configure with ``c.Provisioner.*``): at
+        start, when groups change, and every ``provision_interval_seconds`` (drift repair).
+        """,
+    ).tag(config=True)
+
+    provision_interval_seconds = Float(
+        300.0, help="How often tenants are provisioned again to repair drift (with ``provision`` on).",
+    ).tag(config=True)
+
+    create_failure_seconds = Float(
+        5.0,
+        help="""
+        How long a Job may have no pod before its events are read for why: when the Job
+        controller could not create the pod (a ResourceQuota or LimitRange the API server
+        enforces, an invalid spec), the training pod fails with the API server's words.
+        """,
+    ).tag(config=True)
+
+    def __init__(self, api_client=None, hub=None, **kwargs):
         super().__init__(**kwargs)
-        if api_client is None:
-            raise ValidationError("KubernetesBackend needs a kubernetes.client.ApiClient")
-        self.api = Api(api_client)
+        self.hub = hub
+        self.api = Api(api_client if api_client is not None else self._default_client())
         self._policy_v1: bool | None = None
-        # engine uid -> Kubernetes uid of the pod we created for it
+        self._jobs: bool | None = None
+        # engine uid -> Kubernetes uid of the object (Job or Pod) we created for it
         self._k8s_uids: dict[int, str] = {}
+        self._tenant_key = None
+        self._provisioner: Provisioner | None = None
+        self._provision_lock = asyncio.Lock()
+        self._pod_watch: PodWatch | None = None
+        self._limits_applied: dict = {}
+        self.provisioned = None  # the last ProvisionResult
+
+    def _default_client(self):
+        from kubernetes import client, config
+
+        configuration = client.Configuration()
+        try:
+            if self.kubeconfig or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+                config.load_kube_config(config_file=self.kubeconfig or None, context=self.kube_context or None,
+                                        client_configuration=configuration)
+            else:
+                config.load_incluster_config(client_configuration=configuration)
+        except (config.ConfigException, OSError, TypeError, ValueError) as err:
+            where = self.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+            raise ValidationError(f"KubernetesBackend: no cluster credentials ({where}): {' '.join(str(err).split())}") from None
+        return client.ApiClient(configuration)
+
+    def quota_tree(self):
+        """(tree, manifest) of the cluster's ElasticQuotaTree, or (None, None) when it has none."""
+        if not self.quota_tree_object:
+            return None, None
+        namespace, _, name = self.quota_tree_object.partition("/")
+        return read_quota_tree(self.api.api_client, namespace=namespace or "kube-system", name=name or None)
+
+    # -- what the service tells us ------------------------------------------------------
+    def tenants_changed(self, tenants) -> None:
+        """Provision the tenants when they changed (``provision`` on)."""
+        if not self.provision:
+            return
+        key = tuple(sorted(repr(t.to_dict()) for t in tenants))
+        if key == self._tenant_key:
+            return
+        self._tenant_key = key
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # not serving (a dry run): nothing to do on the cluster
+        self.controller._spawn(self.provision_now(tenants))
+
+    async def provision_now(self, tenants=None):
+        """Reconcile the tenants on the cluster now; the ``ProvisionResult``."""
+        if self._provisioner is None:
+            self._provisioner = Provisioner(api_client=self.api.api_client, parent=self)
+        tenants = list(self.controller.tenants if tenants is None else tenants)
+        async with self._provision_lock:
+            self.provisioned = await self._provisioner.reconcile_async(tenants)
+        return self.provisioned
+
+    async def run(self) -> None:
+        """Background work while serving: watch foreign pods, copy quotas and limits, provision."""
+        if self.count_foreign_pods:
+            self._pod_watch = PodWatch(self.api, f"!{WORKLOAD_LABEL}", asyncio.get_running_loop(), self._foreign_event,
+                                   timeout_seconds=min(600, max(1, int(self.resync_seconds * 10))),
+                                   log=self.log).start()
+        last_provision = asyncio.get_running_loop().time()
+        try:
+            while True:
+                if self.sync_cluster_limits:
+                    try:
+                        found = await self._call(read_limits, self.api)
+                        self._limits_applied = apply_limits(found, self.controller, self._limits_applied, self.log)
+                    except KubernetesError as err:
+                        self.log.warning("reading ResourceQuotas and LimitRanges: %s", err)
+                now = asyncio.get_running_loop().time()
+                if self.provision and now - last_provision >= self.provision_interval_seconds:
+                    last_provision = now
+                    await self.provision_now()
+                await asyncio.sleep(self.resync_seconds)
+        finally:
+            if self._pod_watch is not None:
+                self._pod_watch.stop()
+
+    def _foreign_event(self, kind: str, obj) -> None:
+        controller = self.controller
+        if kind == "LIST":
+            seen = set()
+            for pod in obj:
+                uid = (pod.get("metadata") or {}).get("uid")
+                if uid and holds_room(pod):
+                    seen.add(uid)
+                    self._observe(uid, pod)
+            for uid in set(controller.foreign) - seen:
+                controller.forget_foreign(uid)
+            return
+        uid = (obj.get("metadata") or {}).get("uid")
+        if not uid:
+            return
+        if kind == "DELETED" or not holds_room(obj):
+            controller.forget_foreign(uid)
+        else:
+            self._observe(uid, obj)
+
+    def _observe(self, uid: str, obj: dict) -> None:
+        if uid in self.controller.foreign:
+            return
+        meta = obj.get("metadata") or {}
+        controller, namespace = self.controller, meta.get("namespace")
+        # Room on our nodes, or usage of a namespace we schedule for; nothing else concerns us.
+        ours = (obj.get("spec") or {}).get("nodeName") in controller.engine.cluster.nodes
+        if not (ours or namespace in controller.engine.quota.leaf_of
+                or any(t.namespace == namespace for t in controller.tenants)):
+            return
+        try:
+            spec = pod_spec_of(obj)
+        except ValidationError as err:
+            self.log.warning("not counting %s: %s", f"{meta.get('namespace')}/{meta.get('name')}", err)
+            return
+        self.controller.observe_foreign(uid, meta.get("namespace"), meta.get("name"), spec,
+                                        (obj.get("spec") or {}).get("nodeName"))
 
     # -- capacity -------------------------------------------------------------------
     def nodes(self):
@@ -140,48 +338,98 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                 "metadata": {"name": pod.name, "namespace": row.namespace, "labels": self._labels(row)},
                 "spec": pod_spec}
 
+    def job_manifest(self, row, pod) -> dict:
+        """The Job for an admitted training pod: exactly one pod, never retried by the Job controller
+        (the engine decides whether a pod runs again)."""
+        template = self.manifest(row, pod)
+        meta = template["metadata"]
+        return {"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": pod.name, "namespace": row.namespace, "labels": dict(meta["labels"])},
+                "spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0,
+                         "template": {"metadata": {"labels": dict(meta["labels"])}, "spec": template["spec"]}}}
+
     # -- training pods ------------------------------------------------------------------
+    async def _jobs_served(self) -> bool:
+        if self._jobs is None:
+            try:
+                self._jobs = self.use_jobs and "jobs" in await self._call(self.api.served_resources, "batch/v1")
+            except KubernetesError:
+                return False  # ask again next time
+        return self._jobs
+
     async def start(self, row, pod, prow) -> None:
         if row.kind == "notebook":
             return  # the spawner creates the notebook pod
+        kind = JOB if await self._jobs_served() else POD
+        body = self.job_manifest(row, pod) if kind is JOB else self.manifest(row, pod)
         try:
-            created = await self._call(self.api.create, POD, self.manifest(row, pod))
+            created = await self._call(self.api.create, kind, body)
         except KubernetesError as err:
-            if err.status == 409:  # a pod of that name is there already (a retried start): adopt it if ours
-                created = await self._read(row.namespace, pod.name)
+            created = None
+            if err.status == 409:  # one of that name is there already (a retried start): adopt it if ours
+                created = await self._call(self.api.read, kind, row.namespace, pod.name)
                 labels = ((created or {}).get("metadata") or {}).get("labels") or {}
                 if labels.get(WORKLOAD_LABEL) != row.id:
                     created = None
-            else:
-                created = None
             if created is None:
-                self.log.error("could not create pod %s/%s: %s", row.namespace, pod.name, err)
-                self.controller.pod_exited(pod.uid, 127)
+                self.log.error("could not create %s %s/%s: %s", kind.name, row.namespace, pod.name, err)
+                self.controller.pod_exited(pod.uid, 127, _refusal(pod.name, err))
                 return
         uid = created["metadata"]["uid"]
         self._k8s_uids[pod.uid] = uid
-        self.log.info("created pod %s/%s for workload %s", row.namespace, pod.name, row.id)
-        await self._watch(pod.uid, row.namespace, pod.name, uid)
+        self.log.info("created %s %s/%s for workload %s", kind.name, row.namespace, pod.name, row.id)
+        await self._watch(pod.uid, kind, row.namespace, pod.name, uid)
 
-    async def _watch(self, uid: int, namespace: str, name: str, k8s_uid: str) -> None:
-        """Poll until the pod ended or is gone; then tell the controller."""
+    async def _job_pods(self, namespace: str, job: str) -> list[dict]:
+        return await self._call(self.api.list, POD, f"{JOB_NAME_LABEL}={job}", namespace)
+
+    async def _status(self, kind: Kind, namespace: str, name: str, obj: dict, since: float):
+        """The exit code of our Job or Pod once it ended (None while it runs), or a Reason it never ran for."""
+        if kind is POD:
+            return _exit_code(obj)
+        conditions = {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []
+                      if c.get("status") == "True"}
+        if "Complete" in conditions or "SuccessCriteriaMet" in conditions:
+            return 0
+        if "Failed" in conditions or "FailureTarget" in conditions:
+            pods = await self._job_pods(namespace, name)
+            codes = [c for c in (_exit_code(p) for p in pods) if c is not None]
+            return codes[-1] if codes else KILLED  # its pod was deleted under it: killed, not a program error
+        status = obj.get("status") or {}
+        if not (status.get("active") or status.get("succeeded") or status.get("failed")) and \
+                asyncio.get_running_loop().time() - since > self.create_failure_seconds:
+            # No pod yet: the Job controller may be refused (a ResourceQuota the API server enforces).
+            events = await self._call(self.api.request, "GET", f"/api/v1/namespaces/{namespace}/events",
+                                      query={"fieldSelector": f"involvedObject.uid={obj['metadata']['uid']},reason=FailedCreate"})
+            for event in events.get("items") or []:
+                # e.g. 'Error creating: pods "x" is forbidden: exceeded quota: ...' or '... is invalid: ...'
+                message = " ".join((event.get("message") or "").split())
+                return _refusal(name, KubernetesError(message.removeprefix("Error creating: "), None))
+        return None
+
+    async def _watch(self, uid: int, kind: Kind, namespace: str, name: str, k8s_uid: str) -> None:
+        """Poll until the Job (or Pod) ended or is gone; then tell the controller."""
+        since = asyncio.get_running_loop().time()
+        reason = None
         while True:
             try:
-                obj = await self._read(namespace, name)
+                obj = await self._call(self.api.read, kind, namespace, name)
+                if obj is None or obj["metadata"].get("uid") != k8s_uid:
+                    code = KILLED
+                    break
+                code = await self._status(kind, namespace, name, obj, since)
             except KubernetesError as err:
-                self.log.warning("reading pod %s/%s: %s", namespace, name, err)
-                await asyncio.sleep(self.poll_seconds)
-                continue
-            if obj is None or obj["metadata"].get("uid") != k8s_uid:
-                code = KILLED
-                break
-            code = _exit_code(obj)
+                self.log.warning("reading %s %s/%s: %s", kind.name, namespace, name, err)
+                code = None
+            if isinstance(code, Reason):
+                code, reason = 1, code
+                await self._delete(kind, namespace, name, 0, k8s_uid)
             if code is not None:
                 break
             await asyncio.sleep(self.poll_seconds)
         if self._k8s_uids.get(uid) == k8s_uid:
             self._k8s_uids.pop(uid, None)
-        self.controller.pod_exited(uid, code)
+        self.controller.pod_exited(uid, code, reason)
 
     async def _policy_served(self) -> bool:
         if self._policy_v1 is None:
@@ -206,14 +454,14 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                     return
                 # 429: a PodDisruptionBudget refuses it. The engine's decision stands: delete.
                 self.log.warning("eviction of %s/%s refused (%s); deleting it", namespace, name, err)
-        await self._delete(namespace, name, grace)
+        await self._delete(POD, namespace, name, grace)
 
-    async def _delete(self, namespace: str, name: str, grace: int, k8s_uid: str | None = None) -> None:
+    async def _delete(self, kind: Kind, namespace: str, name: str, grace: int, k8s_uid: str | None = None) -> None:
         body = {"gracePeriodSeconds": grace, "propagationPolicy": "Background"}
         if k8s_uid:
             body["preconditions"] = {"uid": k8s_uid}
         try:
-            await self._call(self.api.request, "DELETE", POD.path(namespace, name), body=body)
+            await self._call(self.api.request, "DELETE", kind.path(namespace, name), body=body)
         except KubernetesError as err:
             if err.status not in (404, 409):
                 raise
@@ -232,79 +480,106 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                 return False
             await asyncio.sleep(self.poll_seconds)
 
+    async def _evict_all(self, namespace: str, pods: list[dict], grace: int) -> None:
+        """Evict these pods with the grace period; whatever still runs after it (plus the timeout) is deleted now."""
+        for obj in pods:
+            await self._evict_pod(namespace, obj["metadata"]["name"], grace)
+        for obj in pods:
+            meta = obj["metadata"]
+            if not await self._wait_gone(namespace, meta["name"], meta.get("uid"), grace + self.gone_timeout_seconds):
+                await self._delete(POD, namespace, meta["name"], 0, meta.get("uid"))
+                await self._wait_gone(namespace, meta["name"], meta.get("uid"), 30)
+
     async def evict(self, row, pod, prow, grace: float, reason) -> None:
         grace_s = max(0, int(round(grace)))
         try:
             if row.kind == "notebook":
-                await self._evict_notebook(row, grace_s)
+                pods = await self._call(self.api.list, POD, f"{WORKLOAD_LABEL}={row.id}", row.namespace)
+                await self._evict_all(row.namespace, pods, grace_s)
+            elif await self._jobs_served():
+                # The Job's pod goes through the Eviction API; the Job (backoffLimit 0) then fails
+                # without a new pod, and is deleted: the engine queues a new pod when it decides so.
+                k8s_uid = self._k8s_uids.get(pod.uid)
+                await self._evict_all(row.namespace, await self._job_pods(row.namespace, pod.name), grace_s)
+                await self._delete(JOB, row.namespace, pod.name, 0, k8s_uid)
             else:
                 k8s_uid = self._k8s_uids.get(pod.uid)
-                await self._evict_pod(row.namespace, pod.name, grace_s)
-                if not await self._wait_gone(row.namespace, pod.name, k8s_uid, grace_s + self.gone_timeout_seconds):
-                    await self._delete(row.namespace, pod.name, 0, k8s_uid)
-                    await self._wait_gone(row.namespace, pod.name, k8s_uid, 30)
+                await self._evict_all(row.namespace, [{"metadata": {"name": pod.name, "uid": k8s_uid}}], grace_s)
         except KubernetesError as err:  # the eviction completes either way: the engine already decided
             self.log.error("evicting %s/%s: %s", row.namespace, pod.name, err)
         self.controller.eviction_done(pod.uid)
-
-    async def _evict_notebook(self, row, grace: int) -> None:
-        selector = f"{WORKLOAD_LABEL}={row.id}"
-        pods = await self._call(self.api.list, POD, selector, row.namespace)
-        for obj in pods:
-            meta = obj["metadata"]
-            await self._evict_pod(row.namespace, meta["name"], grace)
-        for obj in pods:
-            meta = obj["metadata"]
-            await self._wait_gone(row.namespace, meta["name"], meta.get("uid"), grace + self.gone_timeout_seconds)
 
     async def stop(self, row, pod, prow) -> None:
         if row.kind == "notebook":
             return  # the spawner stops notebook pods
         try:
-            await self._delete(row.namespace, pod.name, self.stop_grace_seconds, self._k8s_uids.get(pod.uid))
+            if await self._jobs_served():
+                pods = await self._job_pods(row.namespace, pod.name)
+                await self._delete(JOB, row.namespace, pod.name, self.stop_grace_seconds, self._k8s_uids.get(pod.uid))
+                for obj in pods:  # with the cancel's grace period, not the garbage collector's
+                    await self._delete(POD, row.namespace, obj["metadata"]["name"], self.stop_grace_seconds)
+            else:
+                await self._delete(POD, row.namespace, pod.name, self.stop_grace_seconds, self._k8s_uids.get(pod.uid))
         except KubernetesError as err:
             self.log.error("deleting %s/%s: %s", row.namespace, pod.name, err)
 
     async def recover(self, row, prow, pod):
         """``"running"``, ``("exited", code)`` or ``"gone"`` for a pod that ran before a restart."""
         if row.kind == "notebook":
-            selector = f"{WORKLOAD_LABEL}={row.id}"
             try:
-                pods = await self._call(self.api.list, POD, selector, row.namespace)
+                pods = await self._call(self.api.list, POD, f"{WORKLOAD_LABEL}={row.id}", row.namespace)
             except KubernetesError:
                 return "gone"
             live = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"
                     and not p["metadata"].get("deletionTimestamp")]
             return "running" if live else "gone"
-        obj = await self._read(row.namespace, prow.name)
-        if obj is None or (obj["metadata"].get("labels") or {}).get(WORKLOAD_LABEL) != row.id:
-            return "gone"
-        phase = (obj.get("status") or {}).get("phase")
-        if phase == "Succeeded":
-            return ("exited", 0)
-        if phase == "Failed":
-            code = _exit_code(obj)
-            return ("exited", code if code else 1)
-        if obj["metadata"].get("deletionTimestamp"):
-            return "gone"
-        if phase in ("Running", "Pending"):
+        # A pod started before an upgrade to Jobs is a bare Pod: look for both.
+        for kind in ((JOB, POD) if await self._jobs_served() else (POD,)):
+            obj = await self._call(self.api.read, kind, row.namespace, prow.name)
+            if obj is None or (obj["metadata"].get("labels") or {}).get(WORKLOAD_LABEL) != row.id:
+                continue
+            if obj["metadata"].get("deletionTimestamp"):
+                return "gone"
+            code = await self._status(kind, row.namespace, prow.name, obj, asyncio.get_running_loop().time())
+            if isinstance(code, Reason):
+                return ("exited", 1)
+            if code is not None:
+                return ("exited", code)
+            if kind is POD and (obj.get("status") or {}).get("phase") not in ("Running", "Pending"):
+                return "gone"
             self._k8s_uids[pod.uid] = obj["metadata"]["uid"]
-            self.controller._spawn(self._watch(pod.uid, row.namespace, prow.name, obj["metadata"]["uid"]))
+            self.controller._spawn(self._watch(pod.uid, kind, row.namespace, prow.name, obj["metadata"]["uid"]))
             return "running"
         return "gone"
 
     def logs(self, row, prow, tail_bytes: int = 1_000_000) -> str:
+        """What the training pod printed, read from the cluster (``kubectl logs``)."""
         if row.kind == "notebook" or not prow.name:
             return ""
+        name = prow.name
         try:
-            data = self.api.api_client.call_api(
+            if self.use_jobs and self._jobs is not False:
+                pods = self.api.list(POD, f"{JOB_NAME_LABEL}={prow.name}", row.namespace)
+                if pods:
+                    pods.sort(key=lambda p: p["metadata"].get("creationTimestamp") or "")
+                    name = pods[-1]["metadata"]["name"]
+            resp = self.api.api_client.call_api(
                 *self.api.api_client.param_serialize(
-                    method="GET", resource_path=POD.path(row.namespace, prow.name) + "/log",
+                    method="GET", resource_path=POD.path(row.namespace, name) + "/log",
                     query_params=[("limitBytes", tail_bytes)], header_params={"Accept": "*/*"},
                     auth_settings=["BearerToken"]))
-            return data.read().decode("utf-8", "replace") if 200 <= data.status < 300 else ""
-        except Exception:  # noqa: BLE001 - logs are best effort (kwok runs no containers)
+            return resp.read().decode("utf-8", "replace") if 200 <= resp.status < 300 else ""
+        except Exception as err:  # noqa: BLE001 - logs are best effort
+            self.log.warning("logs of %s/%s: %s", row.namespace, name, " ".join(str(err).split())[:200])
             return ""
+
+
+def _refusal(name: str, err: KubernetesError) -> Reason:
+    """Why the API server would not create our object, as the reason the training pod failed."""
+    text = str(err)
+    code = RESOURCE_QUOTA if "exceeded quota" in text else LIMIT_RANGE if "LimitRange" in text or "per Container" in text \
+        else "create-failed"
+    return Reason(code, f"the API server refused to create {name}: {text}", {"status": err.status} if err.status else {})
 
 
 def _exit_code(obj: dict) -> int | None:

@@ -28,7 +28,13 @@ def quota_tree_kind(api: Api) -> Kind | None:
 
 def load_quota_tree(api_client, *, namespace: str = "kube-system", name: str | None = None,
                     timeout: float | None = 15.0) -> ElasticQuotaTree | None:
-    """The cluster's quota tree, parsed and validated, or None when there is none.
+    """The cluster's quota tree (see ``read_quota_tree``), or None."""
+    return read_quota_tree(api_client, namespace=namespace, name=name, timeout=timeout)[0]
+
+
+def read_quota_tree(api_client, *, namespace: str = "kube-system", name: str | None = None,
+                    timeout: float | None = 15.0) -> tuple[ElasticQuotaTree | None, dict | None]:
+    """(tree, object) of the cluster's quota tree, parsed and validated, or (None, None) when there is none.
 
     None when the CRD is not installed, when ``namespace`` holds no tree, or when
     the tree ``name`` does not exist. Several trees and no ``name`` is an error.
@@ -40,15 +46,15 @@ def load_quota_tree(api_client, *, namespace: str = "kube-system", name: str | N
     api = Api(api_client, timeout)
     kind = quota_tree_kind(api)
     if kind is None:
-        return None
+        return None, None
     if name:
         obj = api.read(kind, namespace, name)
         if obj is None:
-            return None
+            return None, None
     else:
         items = api.list(kind, namespace=namespace)
         if not items:
-            return None
+            return None, None
         if len(items) > 1:
             names = ", ".join(sorted(i["metadata"]["name"] for i in items))
             raise KubernetesError(f"{namespace} holds several {KIND} objects ({names}); name the one to use")
@@ -56,6 +62,6 @@ def load_quota_tree(api_client, *, namespace: str = "kube-system", name: str | N
     obj = {"apiVersion": kind.group_version, "kind": KIND, **obj}
     meta = obj.get("metadata") or {}
     try:
-        return parse_tree(obj)
+        return parse_tree(obj), obj
     except ValidationError as err:
         raise err.within(f"{KIND} {meta.get('namespace')}/{meta.get('name')}") from None
