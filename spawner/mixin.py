@@ -57,6 +57,10 @@ class TenancySpawnerMixin(Configurable):
         """,
     ).tag(config=True)
 
+    tenancy_service_name = Unicode(
+        "tenancy", help="The scheduler service's name in the hub (for the scope of tokens made for it).",
+    ).tag(config=True)
+
     profiles = Dict(
         help="""
         Notebook profiles by slug: ``{"small": {"display_name": "Small (1 CPU, 2 GiB)",
@@ -167,6 +171,15 @@ class TenancySpawnerMixin(Configurable):
         super().clear_state()
         self.workload_id = None
 
+    def _save_state(self) -> None:
+        """Write the state now, not only once started: a hub restarted while the notebook is queued
+        then still knows its workload (and the next start removes it from the queue)."""
+        orm_spawner = getattr(self, "orm_spawner", None)
+        db = object_session(orm_spawner) if orm_spawner is not None else None
+        if db is not None:
+            orm_spawner.state = self.get_state()
+            db.commit()
+
     async def _previous_preemption(self) -> str | None:
         """If this server's last run was preempted: who took its room, and when."""
         try:
@@ -185,6 +198,9 @@ class TenancySpawnerMixin(Configurable):
 
     async def start(self):
         self._notice, self._latest = None, {}  # progress() may already be reading them
+        if getattr(self, "workload_id", None):
+            # Left by a start the hub did not see end (it restarted while the notebook was queued).
+            await self._forget()
         group, profile = self._choose()
         self.tenant = group.name
         resources = (self.profiles.get(profile) or {}).get("resources") or {}
@@ -199,6 +215,7 @@ class TenancySpawnerMixin(Configurable):
         })
         self.workload_id = wl["id"]
         self._latest = wl
+        self._save_state()
         try:
             while wl["state"] == "Pending":
                 await asyncio.sleep(self.queue_poll_seconds)
@@ -241,7 +258,7 @@ class TenancySpawnerMixin(Configurable):
         if borrowed:
             # After a hub restart the hub no longer knows the server's token (it keeps only a
             # hash): tell the service with a short-lived token of the user's, deleted right after.
-            self.api_token = self.user.new_api_token(note="tenancy: forget a notebook", expires_in=300)
+            self.api_token = self._borrow_token()
         try:
             await self._service("DELETE", f"/workloads/{wid}")
         except SpawnException as err:
@@ -255,9 +272,27 @@ class TenancySpawnerMixin(Configurable):
                     db.commit()
                 self.api_token = ""
 
+    def _borrow_token(self) -> str:
+        scopes = [f"access:services!service={self.tenancy_service_name}", "custom:tenancy:use!user"]
+        try:
+            return self.user.new_api_token(note="tenancy: forget a notebook", expires_in=300, scopes=scopes)
+        except (ValueError, KeyError):  # the user's roles lack one of them: a token of the user's own roles
+            return self.user.new_api_token(note="tenancy: forget a notebook", expires_in=300)
+
     async def stop(self, now=False):
-        await self._forget()
-        return await super().stop(now=now)
+        # The server first: its room is given back to the queue only once it is free.
+        try:
+            return await super().stop(now=now)
+        finally:
+            await self._forget()
+
+    async def poll(self):
+        status = await super().poll()
+        if status is not None and getattr(self, "workload_id", None):
+            # Ended on its own (shut down from JupyterLab, killed, deleted): the hub does not call
+            # stop() for a server that is not running, so tell the scheduler here.
+            await self._forget()
+        return status
 
     async def progress(self):
         progress, seen, told = 10, None, None

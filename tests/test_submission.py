@@ -177,3 +177,13 @@ def test_pods_made_by_others_take_room_and_quota_but_are_never_victims():
     assert elsewhere.node is None and eng.quota.leaf_for("team-alpha").used["cpu"] == 9000
     eng.delete(elsewhere.uid)
     assert eng.quota.leaf_for("team-alpha").used["cpu"] == 8000
+
+
+def test_a_dry_run_copies_pods_made_by_others_where_they_run():
+    eng = alpha()
+    eng.occupy("team-alpha", "by-hand", pod("x", {"cpu": "60"}, pc="system-node-critical")[2], "n1", 0.0)
+    eng.occupy("team-alpha", "far", pod("y", {"cpu": "2"})[2], "not-ours", 0.0)
+    copy = eng.replica(None)
+    assert sorted((p.name, p.phase, p.node or "") for p in copy.pods.values()) == [
+        ("by-hand", Phase.RUNNING, "n1"), ("far", Phase.RUNNING, "")]
+    assert copy.cluster.nodes["n1"].free["cpu"] == 4000 and not copy.schedule(1.0)

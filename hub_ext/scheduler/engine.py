@@ -122,6 +122,9 @@ class Engine:
         for pod in sorted(self.pods.values(), key=Pod.sort_key):
             if pod.phase not in (Phase.PENDING, Phase.RUNNING):
                 continue
+            if pod.occupying:
+                out.occupy(pod.namespace, pod.name, pod.spec, pod.node, pod.admitted_at, owner=pod.owner, labels=pod.labels)
+                continue
             copy = out.submit(pod.namespace, pod.name, pod.spec, pod.created, owner=pod.owner, labels=pod.labels,
                               annotations=pod.annotations, preemptible=pod.preemptible, duration=pod.duration)
             if pod.phase is Phase.RUNNING:
@@ -212,7 +215,7 @@ class Engine:
             pc, value = None, 0
         pod = Pod(uid=next(self._uids), namespace=namespace, name=name, spec=spec, requests={}, limits={},
                   priority=value, priority_class=pc.name if pc else spec.priority_class_name, created=now,
-                  owner=owner, labels=dict(labels or {}), preemptible=False, can_preempt=False,
+                  owner=owner, labels=dict(labels or {}), preemptible=False, can_preempt=False, occupying=True,
                   leaf=self.quota.leaf_for(namespace))
         pod.requests = {r: a for r, a in spec.requests().items() if a}
         pod.limits = spec.limits()

@@ -60,6 +60,7 @@ class Pod:
     owner: tuple[str, str] | None = None  # (kind, name) of the controlling workload
     can_preempt: bool = True  # False for preemptionPolicy: Never
     preemptible: bool = True  # False: never a victim, admitted only within min
+    occupying: bool = False  # made by others on the cluster: counted where it runs, never decided on
     labels: dict = field(default_factory=dict)
     annotations: dict = field(default_factory=dict)
     duration: float | None = None  # simulated run time

@@ -74,6 +74,9 @@ class TenancyService(Application):
         A group that already has tenancy properties is left alone: the admin panel's edits win.
         """,
     ).tag(config=True)
+    sync_timeout_seconds = Float(
+        30.0, help="How long scheduling waits at start for the backend's first read of the cluster.",
+    ).tag(config=True)
     groups_refresh_seconds = Float(5.0, help="How often hub groups (tenants) are read again.").tag(config=True)
     authenticate_metrics = Bool(True, help="Whether /metrics needs a token like the API.").tag(config=True)
     prefix = Unicode(help="URL prefix (the hub's service prefix).").tag(config=True)
@@ -171,13 +174,20 @@ class TenancyService(Application):
                 controller.set_tenants(tenants_from_groups(groups, controller.base_tree, controller.engine.classes.by_name))
             except HubError as err:
                 self.log.warning("%s", err)
+        backend = controller.backend
+        tasks = [asyncio.ensure_future(backend.run())] if hasattr(backend, "run") else []
         restored = await controller.restore()
         self.log.info("restored %d active workload(s)", restored)
         app.listen(self.port, self.ip, xheaders=True)
         self.log.info("tenancy service listening on http://%s:%s%s", self.ip, self.port, self.prefix)
-        tasks = [asyncio.ensure_future(controller.run())]
-        if hasattr(controller.backend, "run"):
-            tasks.append(asyncio.ensure_future(controller.backend.run()))
+        if hasattr(backend, "synced"):
+            # Nothing is admitted before the cluster's other pods, quotas and limits are known.
+            try:
+                await asyncio.wait_for(backend.synced.wait(), self.sync_timeout_seconds)
+            except asyncio.TimeoutError:
+                self.log.warning("the cluster's pods, quotas and limits are not read after %.0f s; scheduling anyway",
+                                 self.sync_timeout_seconds)
+        tasks.append(asyncio.ensure_future(controller.run()))
         if self.hub.configured:
             tasks.append(asyncio.ensure_future(self.refresh_tenants(controller)))
         await asyncio.gather(*tasks)

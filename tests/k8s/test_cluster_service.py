@@ -86,57 +86,64 @@ async def stop_tasks(controller):
 
 
 def test_killed_mid_queue_and_restarted(control_plane, api, namespace, node, tmp_path):
-    """Four 4-CPU jobs on a 10-CPU node: two run, two queue. SIGKILL; one running job ends while the
-    service is away; restart: nothing lost, nothing created twice, the queue in order."""
+    """Five 3-CPU jobs on a 10-CPU node: three run, two queue. SIGKILL. While the service is away
+    one running job ends, one is killed (its pod deleted), one runs on. Restart: nothing lost,
+    nothing created twice, the killed one queued again first (lost, not failed), the queue in order."""
     node_name, key, value = node
     db = tmp_path / "tenancy.sqlite"
     proc = subprocess.Popen(
         [sys.executable, str(HERE / "service_process.py"), str(db), str(control_plane.kubeconfig), key, value,
-         namespace, "4", "4"],
+         namespace, "5", "3"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 40
-        while time.monotonic() < deadline and len(running_pods(api, namespace)) < 2:
+        while time.monotonic() < deadline and len(running_pods(api, namespace)) < 3:
             assert proc.poll() is None, proc.stdout.read()
             time.sleep(0.3)
         time.sleep(1.0)  # a few more passes: nothing else may start
-        assert len(running_pods(api, namespace)) == 2
-        assert len(jobs(api, namespace)) == 2
+        assert len(running_pods(api, namespace)) == 3
+        assert len(jobs(api, namespace)) == 3
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
     before = {j.metadata.name: j.metadata.uid for j in jobs(api, namespace)}
-    # One running job ends while the service is away.
-    done = sorted(before)[0]
+    done, killed, runs_on = sorted(before)
     finish_pod(api, namespace, done, 0)
+    finish_pod(api, namespace, killed, 137)  # SIGKILL (a node drained, the machine restarted)
+    batch = client.BatchV1Api(api)
+
+    def failed(name):
+        return any(c.type == "Failed" and c.status == "True" for c in batch.read_namespaced_job(name, namespace).status.conditions or [])
 
     async def main():
         controller = Controller(store=Store(f"sqlite:///{db}"), backend=backend_for(str(control_plane.kubeconfig), key, value),
                                 tree=None)
-        await until(lambda: client.BatchV1Api(api).read_namespaced_job(done, namespace).status.succeeded == 1,
-                    f"job {done} to complete")
-        assert await controller.restore() == 3  # the finished one is done, three are active
+        await until(lambda: batch.read_namespaced_job(done, namespace).status.succeeded == 1, f"job {done} to complete")
+        await until(lambda: failed(killed), f"job {killed} to fail")
+        assert await controller.restore() == 4  # the finished one is done; four are active
         rows = {r.name: r for r in controller.store.workloads(namespaces=[namespace])}
-        assert set(rows) == {"job0", "job1", "job2", "job3"}
-        finished = next(r for r in rows.values() if any(p.name == done for p in r.pods))
-        assert finished.state == "Succeeded"
-        # the other running one is adopted where it runs; the queue keeps its order
+        assert set(rows) == {f"job{i}" for i in range(5)}
+        by_pod = {p.name: r.name for r in rows.values() for p in r.pods}
+        assert rows[by_pod[done]].state == "Succeeded"
+        # the one still running is adopted where it runs; the killed one waits first, then the queue in order
         views = {n: controller.view(r) for n, r in rows.items()}
-        running = [n for n, v in views.items() if v["state"] == "Running"]
+        assert [n for n, v in views.items() if v["state"] == "Running"] == [by_pod[runs_on]]
         waiting = sorted((v["position"], n) for n, v in views.items() if v["state"] == "Pending")
-        assert len(running) == 1 and [n for _, n in waiting] == ["job2", "job3"]
-        assert [p for p, _ in waiting] == [1, 2]
-        # the next passes start exactly one more job (room for two, one of which is still taken)
+        assert waiting == [(1, by_pod[killed]), (2, "job3"), (3, "job4")], waiting
+        assert any(e["type"] == "requeued" for e in controller.view(rows[by_pod[killed]], events=True)["events"])
+        # the next passes start exactly two more (room for three, one still taken): the killed one
+        # again (its old Job, failed, is replaced) and job3
         for _ in range(5):
             controller.tick()
             await asyncio.sleep(0.3)
-        await until(lambda: len(running_pods(api, namespace)) == 2, "two running pods again", tick=controller.tick)
-        names = [j.metadata.name for j in jobs(api, namespace)]
-        assert len(names) == len(set(names)) == 3, names
-        assert {n: u for n, u in before.items() if n in names} == before  # nothing re-created
+        await until(lambda: len(running_pods(api, namespace)) == 3, "three running pods again", tick=controller.tick)
+        now = {j.metadata.name: j.metadata.uid for j in jobs(api, namespace)}
+        assert now[done] == before[done] and now[runs_on] == before[runs_on]  # not re-created
+        assert now[killed] != before[killed]  # a new Job in its place
         labels = [j.metadata.labels[WORKLOAD_LABEL] for j in jobs(api, namespace)]
-        assert len(labels) == len(set(labels)) == 3  # one Job per workload: none admitted twice
-        assert controller.view(rows["job3"])["state"] == "Pending"
+        assert len(now) == len(labels) == len(set(labels)) == 4  # one Job per workload: none admitted twice
+        assert controller.view(rows["job3"])["state"] == "Running"
+        assert controller.view(rows["job4"])["state"] == "Pending"
         await stop_tasks(controller)
 
     asyncio.run(main())

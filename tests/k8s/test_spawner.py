@@ -330,7 +330,12 @@ def test_user_in_two_teams_gets_the_pod_in_the_team_picked(setup):
     assert pod.metadata.labels[TENANT] == "team-b" and pod.metadata.labels[QUOTA_LEAF] == "root.b"
     res = pod.spec.containers[0].resources
     assert parse_quantity(res.requests["cpu"]) == 3 and parse_quantity(res.limits["memory"]) == parse_quantity("4Gi")
-    s.hub.stop_server("erin", timeout=30)
+    # The pod ends without the hub asking (deleted by hand, a node lost): the hub notices, and the
+    # scheduler gives the room back.
+    wid = pod.metadata.labels[WORKLOAD_LABEL]
+    s.core.delete_namespaced_pod(pod.metadata.name, s.ns["b"], grace_period_seconds=0)
+    wait_for(lambda: not (s.hub.server_model("erin") or {}).get("ready"), 20, "the hub to see erin's server gone")
+    wait_for(lambda: service(s, "erin", f"/workloads/{wid}")["state"] == "Stopped", 20, "the workload to be stopped")
     assert not notebook_pods(s, s.ns["b"], "erin")
 
 
@@ -369,11 +374,14 @@ def test_training_job_from_a_user_preempts_her_notebook(setup):
     big = submit_training(["python", "train.py"], resources={"requests": fifteen, "limits": fifteen}, name="big",
                           client=me)
     wait_for(lambda: big.refresh().state == "Running", 30, "the first job to run")
-    [job] = [j for j in client.BatchV1Api(s.api).list_namespaced_job(ns).items if j.metadata.labels[WORKLOAD_LABEL] == big.id]
+    # admitted (Running for the scheduler) first, then made on the cluster
+    [job] = wait_for(lambda: [j for j in client.BatchV1Api(s.api).list_namespaced_job(ns).items
+                              if j.metadata.labels[WORKLOAD_LABEL] == big.id], 20, "the Job")
     assert job.spec.template.spec.priority_class_name == "high-priority-research"
     assert job.spec.template.spec.containers[0].command == ["python", "train.py"]
     # its logs, through the hub and the service, from the cluster (kwok serves them as a kubelet would)
-    [pod] = s.core.list_namespaced_pod(ns, label_selector=f"batch.kubernetes.io/job-name={job.metadata.name}").items
+    [pod] = wait_for(lambda: s.core.list_namespaced_pod(
+        ns, label_selector=f"batch.kubernetes.io/job-name={job.metadata.name}").items, 20, "the Job's pod")
     controlplane.append_log(s.cp.set_pod_logs(ns, pod.metadata.name, s.work / "big.log"), "step 1\nstep 2")
     assert big.logs() == "step 1\nstep 2\n"
     # the node (16 CPU) and team-a's max (16) are full: one more CPU at a higher priority evicts the notebook
@@ -394,4 +402,9 @@ def test_training_job_from_a_user_preempts_her_notebook(setup):
     notice = [e["message"] for e in events if e.get("message", "").startswith("Your previous server was stopped at")]
     assert notice and f"Preempted by {ns}/more-" in notice[0], events
     s.hub.wait_server_ready("alice", timeout=30)
-    s.hub.stop_server("alice", timeout=30)
+    # cancelled through the scheduler's API: the hub stops the server, the pod goes
+    [nb2] = notebook_pods(s, ns, "alice")
+    r = s.hub.request("DELETE", f"{API}/workloads/{nb2.metadata.labels[WORKLOAD_LABEL]}", token=s.tokens["alice"])
+    assert r.status_code == 200 and r.json()["state"] == "Stopped", r.text
+    wait_for(lambda: not notebook_pods(s, ns, "alice"), 20, "the notebook pod to go")
+    wait_for(lambda: not (s.hub.server_model("alice") or {}).get("ready"), 20, "the hub to stop alice's server")

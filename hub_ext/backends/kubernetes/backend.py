@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import os
 
-from traitlets import Bool, Dict, Float, Int, List, Unicode
+from traitlets import Bool, Dict, Float, Int, List, TraitError, Unicode
 from traitlets.config import LoggingConfigurable
 
 from ...quota.errors import ValidationError
@@ -39,6 +39,7 @@ from .watch import PodWatch, apply_limits, holds_room, pod_spec_of, read_limits
 
 JOB = Kind("Job", "batch/v1", "jobs", True)
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
 
 WORKLOAD_LABEL = "tenancy.jupyter.org/workload"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -154,6 +155,15 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         300.0, help="How often tenants are provisioned again to repair drift (with ``provision`` on).",
     ).tag(config=True)
 
+    create_retry_seconds = Float(
+        30.0,
+        help="""
+        How long creating a training pod's Job (or Pod) is retried when the API server does
+        not answer, throttles (429), fails (5xx) or still counts a victim in a ResourceQuota,
+        before the training pod fails with the API server's words.
+        """,
+    ).tag(config=True)
+
     create_failure_seconds = Float(
         5.0,
         help="""
@@ -169,13 +179,23 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         self.api = Api(api_client if api_client is not None else self._default_client())
         self._policy_v1: bool | None = None
         self._jobs: bool | None = None
-        # engine uid -> Kubernetes uid of the object (Job or Pod) we created for it
+        # engine uid -> the object (Job or Pod) we made for it: its Kubernetes uid and kind
         self._k8s_uids: dict[int, str] = {}
+        self._kinds: dict[int, Kind] = {}
+        self._creating: dict[int, asyncio.Event] = {}  # set once start() made (or gave up making) it
+        self._evicting: set[int] = set()  # evict() reports these; their watchers stay quiet
+        self._tenants = None  # the tenants last handed to tenants_changed (None: not known yet)
         self._tenant_key = None
         self._provisioner: Provisioner | None = None
+        if self.provision:  # built now: a bad c.Provisioner.* option stops the start, in one line
+            try:
+                self._provisioner = Provisioner(api_client=self.api.api_client, parent=self)
+            except TraitError as err:
+                raise ValidationError(f"Provisioner: {' '.join(str(err).split())}") from None
         self._provision_lock = asyncio.Lock()
         self._pod_watch: PodWatch | None = None
         self._limits_applied: dict = {}
+        self.synced = asyncio.Event()  # the first read of foreign pods and of quotas and limits is in
         self.provisioned = None  # the last ProvisionResult
 
     def _default_client(self):
@@ -205,6 +225,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         """Provision the tenants when they changed (``provision`` on)."""
         if not self.provision:
             return
+        self._tenants = list(tenants)
         key = tuple(sorted(repr(t.to_dict()) for t in tenants))
         if key == self._tenant_key:
             return
@@ -216,10 +237,14 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         self.controller._spawn(self.provision_now(tenants))
 
     async def provision_now(self, tenants=None):
-        """Reconcile the tenants on the cluster now; the ``ProvisionResult``."""
+        """Reconcile the tenants (default: the last known) on the cluster now; the ``ProvisionResult``,
+        or None while the tenants are not known (the hub not read yet: provisioning ``[]`` would
+        delete every tenant's objects)."""
         if self._provisioner is None:
             self._provisioner = Provisioner(api_client=self.api.api_client, parent=self)
-        tenants = list(self.controller.tenants if tenants is None else tenants)
+        tenants = self._tenants if tenants is None else list(tenants)
+        if tenants is None:
+            return None
         async with self._provision_lock:
             self.provisioned = await self._provisioner.reconcile_async(tenants)
         return self.provisioned
@@ -230,6 +255,8 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             self._pod_watch = PodWatch(self.api, f"!{WORKLOAD_LABEL}", asyncio.get_running_loop(), self._foreign_event,
                                    timeout_seconds=min(600, max(1, int(self.resync_seconds * 10))),
                                    log=self.log).start()
+        else:
+            self._listed = True
         last_provision = asyncio.get_running_loop().time()
         try:
             while True:
@@ -237,20 +264,35 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                     try:
                         found = await self._call(read_limits, self.api)
                         self._limits_applied = apply_limits(found, self.controller, self._limits_applied, self.log)
+                        self._limits_read = True
                     except KubernetesError as err:
                         self.log.warning("reading ResourceQuotas and LimitRanges: %s", err)
+                else:
+                    self._limits_read = True
+                self._check_synced()
                 now = asyncio.get_running_loop().time()
                 if self.provision and now - last_provision >= self.provision_interval_seconds:
                     last_provision = now
-                    await self.provision_now()
+                    try:
+                        await self.provision_now()
+                    except Exception:  # noqa: BLE001 - drift repair is retried next time
+                        self.log.exception("tenancy provisioning failed")
                 await asyncio.sleep(self.resync_seconds)
         finally:
             if self._pod_watch is not None:
                 self._pod_watch.stop()
 
+    _listed = _limits_read = False
+
+    def _check_synced(self) -> None:
+        if self._listed and self._limits_read:
+            self.synced.set()
+
     def _foreign_event(self, kind: str, obj) -> None:
         controller = self.controller
         if kind == "LIST":
+            self._listed = True
+            self._check_synced()
             seen = set()
             for pod in obj:
                 uid = (pod.get("metadata") or {}).get("uid")
@@ -350,65 +392,127 @@ class KubernetesBackend(LoggingConfigurable, Backend):
 
     # -- training pods ------------------------------------------------------------------
     async def _jobs_served(self) -> bool:
-        if self._jobs is None:
+        """Whether training pods are made as Jobs; discovery errors are retried, never guessed."""
+        while self._jobs is None:
             try:
                 self._jobs = self.use_jobs and "jobs" in await self._call(self.api.served_resources, "batch/v1")
-            except KubernetesError:
-                return False  # ask again next time
+            except KubernetesError as err:
+                self.log.warning("discovering batch/v1: %s; retrying", err)
+                await asyncio.sleep(self.poll_seconds * 4)
         return self._jobs
+
+    async def _create(self, kind: Kind, body: dict, row):
+        """Create our object, retrying what may pass a moment later; (object, None) or (None, Reason)."""
+        name, namespace = body["metadata"]["name"], row.namespace
+        deadline = asyncio.get_running_loop().time() + self.create_retry_seconds
+        while True:
+            try:
+                return await self._call(self.api.create, kind, body), None
+            except KubernetesError as err:
+                if err.status == 409:
+                    existing = await self._existing(kind, namespace, name, row)
+                    if existing is not None:
+                        return existing, None
+                    continue  # a leftover of ours, finished or deleting, is gone now: create again
+                # No answer, throttled, the server failing, or the quota's usage not yet updated
+                # after a victim left (the engine checked the quota already): try again, for a while.
+                transient = err.status is None or err.status == 429 or err.status >= 500 or \
+                    (err.status == 403 and "exceeded quota" in str(err))
+                if not transient or asyncio.get_running_loop().time() > deadline:
+                    self.log.error("could not create %s %s/%s: %s", kind.name, namespace, name, err)
+                    return None, _refusal(name, err)
+                await asyncio.sleep(self.poll_seconds * 2)
+
+    async def _existing(self, kind: Kind, namespace: str, name: str, row) -> dict | None:
+        """The object of that name if it is ours and still running (a retried start: adopt it);
+        otherwise, when it is ours but finished or deleting (a pod queued again after a restart),
+        delete it and wait until it is gone, and None. Someone else's: a refusal."""
+        obj = await self._call(self.api.read, kind, namespace, name)
+        if obj is None:
+            return None
+        meta = obj["metadata"]
+        if (meta.get("labels") or {}).get(WORKLOAD_LABEL) != row.id:
+            raise KubernetesError(f"{kind.name} {namespace}/{name} exists and is not this workload's", 409)
+        ended = await self._status(kind, namespace, name, obj, None) is not None
+        if not ended and not meta.get("deletionTimestamp"):
+            return obj
+        await self._delete(kind, namespace, name, 0, meta.get("uid"))
+        deadline = asyncio.get_running_loop().time() + 30
+        while asyncio.get_running_loop().time() < deadline:
+            again = await self._call(self.api.read, kind, namespace, name)
+            if again is None or again["metadata"].get("uid") != meta.get("uid"):
+                return None
+            await asyncio.sleep(self.poll_seconds)
+        raise KubernetesError(f"{kind.name} {namespace}/{name}: an old one of ours is not gone after 30 s", 409)
 
     async def start(self, row, pod, prow) -> None:
         if row.kind == "notebook":
             return  # the spawner creates the notebook pod
-        kind = JOB if await self._jobs_served() else POD
-        body = self.job_manifest(row, pod) if kind is JOB else self.manifest(row, pod)
+        created = self._creating[pod.uid] = asyncio.Event()
         try:
-            created = await self._call(self.api.create, kind, body)
-        except KubernetesError as err:
-            created = None
-            if err.status == 409:  # one of that name is there already (a retried start): adopt it if ours
-                created = await self._call(self.api.read, kind, row.namespace, pod.name)
-                labels = ((created or {}).get("metadata") or {}).get("labels") or {}
-                if labels.get(WORKLOAD_LABEL) != row.id:
-                    created = None
-            if created is None:
-                self.log.error("could not create %s %s/%s: %s", kind.name, row.namespace, pod.name, err)
-                self.controller.pod_exited(pod.uid, 127, _refusal(pod.name, err))
-                return
-        uid = created["metadata"]["uid"]
-        self._k8s_uids[pod.uid] = uid
+            kind = JOB if await self._jobs_served() else POD
+            body = self.job_manifest(row, pod) if kind is JOB else self.manifest(row, pod)
+            try:
+                obj, refusal = await self._create(kind, body, row)
+            except KubernetesError as err:
+                obj, refusal = None, _refusal(pod.name, err)
+            if obj is not None:
+                self._k8s_uids[pod.uid], self._kinds[pod.uid] = obj["metadata"]["uid"], kind
+        finally:
+            created.set()
+            self._creating.pop(pod.uid, None)
+        if obj is None:
+            self.controller.pod_exited(pod.uid, 127, refusal)
+            return
         self.log.info("created %s %s/%s for workload %s", kind.name, row.namespace, pod.name, row.id)
-        await self._watch(pod.uid, kind, row.namespace, pod.name, uid)
+        await self._watch(pod.uid, kind, row.namespace, pod.name, obj["metadata"]["uid"])
 
-    async def _job_pods(self, namespace: str, job: str) -> list[dict]:
-        return await self._call(self.api.list, POD, f"{JOB_NAME_LABEL}={job}", namespace)
+    async def _made(self, uid: int) -> None:
+        """Wait until a start() in flight for ``uid`` has made its object (or given up)."""
+        creating = self._creating.get(uid)
+        if creating is not None:
+            await creating.wait()
 
-    async def _status(self, kind: Kind, namespace: str, name: str, obj: dict, since: float):
-        """The exit code of our Job or Pod once it ended (None while it runs), or a Reason it never ran for."""
+    async def _job_pods(self, namespace: str, job: str, job_uid: str | None = None) -> list[dict]:
+        """The pods of our Job (by its uid when known: an older Job of the same name had others)."""
+        selector = f"{JOB_UID_LABEL}={job_uid}" if job_uid else f"{JOB_NAME_LABEL}={job}"
+        return await self._call(self.api.list, POD, selector, namespace)
+
+    async def _status(self, kind: Kind, namespace: str, name: str, obj: dict, since: float | None):
+        """The exit code of our Job or Pod once it ended (None while it runs), or a Reason it never ran for.
+
+        ``since``: when we created it (None: do not look for creation failures)."""
         if kind is POD:
             return _exit_code(obj)
         conditions = {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []
                       if c.get("status") == "True"}
+        uid = obj["metadata"].get("uid")
         if "Complete" in conditions or "SuccessCriteriaMet" in conditions:
             return 0
         if "Failed" in conditions or "FailureTarget" in conditions:
-            pods = await self._job_pods(namespace, name)
+            pods = await self._job_pods(namespace, name, uid)
+            if any(_exit_code(p) is None for p in pods):
+                return None  # its pod is still terminating: it holds its room until it is gone
             codes = [c for c in (_exit_code(p) for p in pods) if c is not None]
             return codes[-1] if codes else KILLED  # its pod was deleted under it: killed, not a program error
         status = obj.get("status") or {}
-        if not (status.get("active") or status.get("succeeded") or status.get("failed")) and \
-                asyncio.get_running_loop().time() - since > self.create_failure_seconds:
-            # No pod yet: the Job controller may be refused (a ResourceQuota the API server enforces).
+        waited = None if since is None else asyncio.get_running_loop().time() - since
+        if waited is not None and waited > self.create_failure_seconds and \
+                not (status.get("active") or status.get("succeeded") or status.get("failed")):
+            # No pod yet: the Job controller may be refused (a LimitRange, a ResourceQuota, an invalid spec).
             events = await self._call(self.api.request, "GET", f"/api/v1/namespaces/{namespace}/events",
-                                      query={"fieldSelector": f"involvedObject.uid={obj['metadata']['uid']},reason=FailedCreate"})
+                                      query={"fieldSelector": f"involvedObject.uid={uid},reason=FailedCreate"})
             for event in events.get("items") or []:
                 # e.g. 'Error creating: pods "x" is forbidden: exceeded quota: ...' or '... is invalid: ...'
-                message = " ".join((event.get("message") or "").split())
-                return _refusal(name, KubernetesError(message.removeprefix("Error creating: "), None))
+                message = " ".join((event.get("message") or "").split()).removeprefix("Error creating: ")
+                # A quota may free up (the Job controller retries); the rest will not.
+                if "exceeded quota" not in message or waited > self.create_retry_seconds:
+                    return _refusal(name, KubernetesError(message, None))
         return None
 
     async def _watch(self, uid: int, kind: Kind, namespace: str, name: str, k8s_uid: str) -> None:
-        """Poll until the Job (or Pod) ended or is gone; then tell the controller."""
+        """Poll until the Job (or Pod) ended or is gone; then tell the controller (unless it is
+        being evicted: evict() reports that, once the pod is really gone)."""
         since = asyncio.get_running_loop().time()
         reason = None
         while True:
@@ -418,17 +522,20 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                     code = KILLED
                     break
                 code = await self._status(kind, namespace, name, obj, since)
+                if isinstance(code, Reason):
+                    code, reason = 1, code
+                    await self._delete(kind, namespace, name, 0, k8s_uid)
             except KubernetesError as err:
                 self.log.warning("reading %s %s/%s: %s", kind.name, namespace, name, err)
-                code = None
-            if isinstance(code, Reason):
-                code, reason = 1, code
-                await self._delete(kind, namespace, name, 0, k8s_uid)
+                code = None if reason is None else code
             if code is not None:
                 break
             await asyncio.sleep(self.poll_seconds)
+        if uid in self._evicting:
+            return
         if self._k8s_uids.get(uid) == k8s_uid:
             self._k8s_uids.pop(uid, None)
+            self._kinds.pop(uid, None)
         self.controller.pod_exited(uid, code, reason)
 
     async def _policy_served(self) -> bool:
@@ -492,45 +599,70 @@ class KubernetesBackend(LoggingConfigurable, Backend):
 
     async def evict(self, row, pod, prow, grace: float, reason) -> None:
         grace_s = max(0, int(round(grace)))
+        self._evicting.add(pod.uid)
         try:
             if row.kind == "notebook":
                 pods = await self._call(self.api.list, POD, f"{WORKLOAD_LABEL}={row.id}", row.namespace)
                 await self._evict_all(row.namespace, pods, grace_s)
-            elif await self._jobs_served():
-                # The Job's pod goes through the Eviction API; the Job (backoffLimit 0) then fails
-                # without a new pod, and is deleted: the engine queues a new pod when it decides so.
-                k8s_uid = self._k8s_uids.get(pod.uid)
-                await self._evict_all(row.namespace, await self._job_pods(row.namespace, pod.name), grace_s)
-                await self._delete(JOB, row.namespace, pod.name, 0, k8s_uid)
             else:
-                k8s_uid = self._k8s_uids.get(pod.uid)
-                await self._evict_all(row.namespace, [{"metadata": {"name": pod.name, "uid": k8s_uid}}], grace_s)
+                await self._made(pod.uid)
+                kind, k8s_uid = self._kinds.get(pod.uid), self._k8s_uids.get(pod.uid)
+                if kind is JOB:
+                    # The Job's pod goes through the Eviction API; the Job (backoffLimit 0) then fails
+                    # without a new pod, and is deleted: the engine queues a new pod when it decides so.
+                    await self._evict_all(row.namespace, await self._job_pods(row.namespace, pod.name, k8s_uid), grace_s)
+                    await self._delete(JOB, row.namespace, pod.name, 0, k8s_uid)
+                elif kind is POD:
+                    await self._evict_all(row.namespace, [{"metadata": {"name": pod.name, "uid": k8s_uid}}], grace_s)
         except KubernetesError as err:  # the eviction completes either way: the engine already decided
             self.log.error("evicting %s/%s: %s", row.namespace, pod.name, err)
+        finally:
+            self._evicting.discard(pod.uid)
+            self._k8s_uids.pop(pod.uid, None)
+            self._kinds.pop(pod.uid, None)
         self.controller.eviction_done(pod.uid)
 
     async def stop(self, row, pod, prow) -> None:
         if row.kind == "notebook":
-            return  # the spawner stops notebook pods
+            await self._stop_notebook(row)
+            return
+        await self._made(pod.uid)
+        kind, k8s_uid = self._kinds.pop(pod.uid, None), self._k8s_uids.pop(pod.uid, None)
         try:
-            if await self._jobs_served():
-                pods = await self._job_pods(row.namespace, pod.name)
-                await self._delete(JOB, row.namespace, pod.name, self.stop_grace_seconds, self._k8s_uids.get(pod.uid))
+            if kind is JOB:
+                pods = await self._job_pods(row.namespace, pod.name, k8s_uid)
+                await self._delete(JOB, row.namespace, pod.name, self.stop_grace_seconds, k8s_uid)
                 for obj in pods:  # with the cancel's grace period, not the garbage collector's
                     await self._delete(POD, row.namespace, obj["metadata"]["name"], self.stop_grace_seconds)
-            else:
-                await self._delete(POD, row.namespace, pod.name, self.stop_grace_seconds, self._k8s_uids.get(pod.uid))
+            elif kind is POD:
+                await self._delete(POD, row.namespace, pod.name, self.stop_grace_seconds, k8s_uid)
         except KubernetesError as err:
             self.log.error("deleting %s/%s: %s", row.namespace, pod.name, err)
 
-    async def recover(self, row, prow, pod):
-        """``"running"``, ``("exited", code)`` or ``"gone"`` for a pod that ran before a restart."""
-        if row.kind == "notebook":
+    async def _stop_notebook(self, row) -> None:
+        """The notebook was cancelled through the API (or ended): its server goes too, or its room
+        would be used twice. The hub stops it (and then knows); its pods are deleted in any case."""
+        server = row.spec.get("serverName") or ""
+        if self.hub is not None and self.hub.configured:
             try:
-                pods = await self._call(self.api.list, POD, f"{WORKLOAD_LABEL}={row.id}", row.namespace)
-            except KubernetesError:
-                return "gone"
-            live = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"
+                await self.hub.stop_server(row.user, server)
+            except Exception as err:  # noqa: BLE001 - the pods go below anyway
+                self.log.warning("could not stop %s's server %r through the hub: %s", row.user, server, err)
+        try:
+            for obj in await self._call(self.api.list, POD, f"{WORKLOAD_LABEL}={row.id}", row.namespace):
+                await self._delete(POD, row.namespace, obj["metadata"]["name"], self.stop_grace_seconds,
+                                   obj["metadata"].get("uid"))
+        except KubernetesError as err:
+            self.log.error("deleting the pods of notebook %s/%s: %s", row.namespace, row.name, err)
+
+    async def recover(self, row, prow, pod):
+        """``"running"``, ``("exited", code)`` or ``"gone"`` for a pod that ran before a restart.
+
+        An API error is raised, not taken for "gone": the service then fails to start (and is
+        started again) rather than forgetting workloads that still run."""
+        if row.kind == "notebook":
+            pods = await self._call(self.api.list, POD, f"{WORKLOAD_LABEL}={row.id}", row.namespace)
+            live = [p for p in pods if (p.get("status") or {}).get("phase") in ("Pending", "Running")
                     and not p["metadata"].get("deletionTimestamp")]
             return "running" if live else "gone"
         # A pod started before an upgrade to Jobs is a bare Pod: look for both.
@@ -540,14 +672,12 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                 continue
             if obj["metadata"].get("deletionTimestamp"):
                 return "gone"
-            code = await self._status(kind, row.namespace, prow.name, obj, asyncio.get_running_loop().time())
-            if isinstance(code, Reason):
-                return ("exited", 1)
+            code = await self._status(kind, row.namespace, prow.name, obj, None)
             if code is not None:
                 return ("exited", code)
             if kind is POD and (obj.get("status") or {}).get("phase") not in ("Running", "Pending"):
                 return "gone"
-            self._k8s_uids[pod.uid] = obj["metadata"]["uid"]
+            self._k8s_uids[pod.uid], self._kinds[pod.uid] = obj["metadata"]["uid"], kind
             self.controller._spawn(self._watch(pod.uid, kind, row.namespace, prow.name, obj["metadata"]["uid"]))
             return "running"
         return "gone"

@@ -12,6 +12,7 @@ the API server would refuse is refused before it is created, with the same words
 
 from __future__ import annotations
 
+import json
 import threading
 
 from ...quota.errors import ValidationError
@@ -95,13 +96,14 @@ def read_limits(api: Api) -> list[tuple]:
 def apply_limits(found: list[tuple], controller, applied: dict, log) -> dict:
     """Apply what ``read_limits`` found to the engine and remove what is gone (on the loop).
 
-    ``applied`` maps ``(kind, namespace, name)`` to the resourceVersion applied last
-    time (an unchanged object is not applied again); returns the new map.
+    ``applied`` maps ``(kind, namespace, name)`` to the spec applied last time (an
+    unchanged one is not applied again: a quota's status changes with every pod, its
+    spec seldom); returns the new map.
     """
     now = {}
     for kind, obj in found:
         meta = obj.get("metadata") or {}
-        key, version = (kind.name, meta.get("namespace"), meta.get("name")), meta.get("resourceVersion")
+        key, version = (kind.name, meta.get("namespace"), meta.get("name")), json.dumps(obj.get("spec"), sort_keys=True)
         if key in applied and applied[key] == version:
             now[key] = version
             continue
