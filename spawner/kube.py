@@ -38,8 +38,7 @@ _RESOURCES = ("cpu_guarantee", "mem_guarantee", "cpu_limit", "mem_limit", "extra
 #: KubeSpawner settings a start overwrites; their configured values are the base of every start.
 _PLACED = ("extra_labels", "extra_annotations") + _RESOURCES
 #: What the scheduler's admission decides, so a profile's kubespawner_override may not.
-_ADMITTED = ("namespace", "enable_user_namespaces", "priority_class_name", "extra_pod_config",
-             "extra_container_config", "init_containers") + _RESOURCES
+_ADMITTED = ("namespace", "enable_user_namespaces", "priority_class_name") + _RESOURCES
 
 _QUOTA = re.compile(r"exceeded quota: (?P<name>[^,]+), requested: (?P<req>.*), used: (?P<used>.*), limited: (?P<lim>.*)$")
 _QUOTA_MISSING = re.compile(r"failed quota: (?P<name>[^:]+): (?P<what>.*)$")

@@ -171,20 +171,16 @@ class TenancySpawnerMixin(Configurable):
         super().clear_state()
         self.workload_id = None
 
-    def _save_state(self) -> None:
-        """Write the state now, not only once started: a hub restarted while the notebook is queued
-        then still knows its workload (and the next start removes it from the queue)."""
-        orm_spawner = getattr(self, "orm_spawner", None)
-        db = object_session(orm_spawner) if orm_spawner is not None else None
-        if db is not None:
-            orm_spawner.state = self.get_state()
-            db.commit()
-
-    async def _previous_preemption(self) -> str | None:
-        """If this server's last run was preempted: who took its room, and when."""
+    async def _previous_run(self) -> str | None:
+        """Remove what an earlier start left in the queue (the hub restarted meanwhile, and could
+        not tell the scheduler); if this server's last run was preempted: who took its room, and when."""
         try:
             mine = (await self._service("GET", "/workloads?kind=notebook"))["workloads"]
-            last = next((w for w in mine if w["user"] == self.user.name and (w.get("serverName") or "") == (self.name or "")), None)
+            here = [w for w in mine if w["user"] == self.user.name and (w.get("serverName") or "") == (self.name or "")]
+            for left in [w for w in here if w["state"] in ("Pending", "Running")]:
+                self.log.info("%s: removing notebook workload %s left by an earlier start", self._log_name, left["id"])
+                await self._service("DELETE", f"/workloads/{left['id']}?by=spawner")
+            last = here[0] if here else None
             if last is None or last["state"] != "Preempted":
                 return None
             wl = await self._service("GET", f"/workloads/{last['id']}")
@@ -198,13 +194,10 @@ class TenancySpawnerMixin(Configurable):
 
     async def start(self):
         self._notice, self._latest = None, {}  # progress() may already be reading them
-        if getattr(self, "workload_id", None):
-            # Left by a start the hub did not see end (it restarted while the notebook was queued).
-            await self._forget()
         group, profile = self._choose()
         self.tenant = group.name
         resources = (self.profiles.get(profile) or {}).get("resources") or {}
-        self._notice = await self._previous_preemption()
+        self._notice = await self._previous_run()
         if self._notice:
             self.log.info("%s: %s", self._log_name, self._notice)
         self._latest = {}
@@ -215,7 +208,6 @@ class TenancySpawnerMixin(Configurable):
         })
         self.workload_id = wl["id"]
         self._latest = wl
-        self._save_state()
         try:
             while wl["state"] == "Pending":
                 await asyncio.sleep(self.queue_poll_seconds)
@@ -260,7 +252,7 @@ class TenancySpawnerMixin(Configurable):
             # hash): tell the service with a short-lived token of the user's, deleted right after.
             self.api_token = self._borrow_token()
         try:
-            await self._service("DELETE", f"/workloads/{wid}")
+            await self._service("DELETE", f"/workloads/{wid}?by=spawner")
         except SpawnException as err:
             self.log.warning("could not remove workload %s: %s", wid, err)
         finally:

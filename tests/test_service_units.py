@@ -65,3 +65,36 @@ def test_bad_submissions_name_the_field(body, message):
 def test_workload_names_are_dns_labels_for_any_username(user, server, name):
     assert _workload_name(user, server) == name
     check_body({"kind": "notebook", "name": name})  # accepted by the service
+
+
+def test_pods_made_by_others_are_followed_from_watch_events(tmp_path):
+    """The Kubernetes backend's handling of the pod watch (the events as the API server sends
+    them), against a real controller and engine; the watch itself runs in tests/k8s."""
+    from hub_ext.backends.kubernetes.backend import KubernetesBackend
+    from hub_ext.backends.local import LocalBackend
+    from hub_ext.service.controller import Controller
+    from hub_ext.service.store import Store
+
+    controller = Controller(store=Store(f"sqlite:///{tmp_path}/t.sqlite"), tree=TREE, backend=LocalBackend(
+        nodes_config=[{"name": "n1", "allocatable": {"cpu": "8", "memory": "8Gi"}}], data_dir=str(tmp_path)))
+    k8s = KubernetesBackend(api_client=object())  # no API call is made here
+    k8s.controller = controller
+
+    def pod(uid, cpu, node="n1", phase="Running", ns="team-a"):
+        return {"metadata": {"uid": uid, "name": f"p-{uid}", "namespace": ns},
+                "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+                "status": {"phase": phase}}
+
+    def used():
+        return controller.engine.quota.nodes["a"].used.get("cpu", 0), controller.engine.cluster.nodes["n1"].free["cpu"]
+
+    k8s._foreign_event("LIST", [pod("u1", "2"), pod("u2", "1", node=None, phase="Pending")])
+    assert used() == (2000, 6000)  # the unbound one holds no room yet
+    k8s._foreign_event("MODIFIED", pod("u2", "1"))  # bound
+    k8s._foreign_event("MODIFIED", pod("u1", "3"))  # resized in place
+    assert used() == (4000, 4000) and len(controller.foreign) == 2
+    k8s._foreign_event("MODIFIED", pod("u1", "3", phase="Succeeded"))  # ended: its room is free
+    k8s._foreign_event("ADDED", pod("u3", "1", ns="not-a-tenant", node="elsewhere"))  # neither our node nor namespace
+    assert used() == (1000, 7000) and len(controller.foreign) == 1
+    k8s._foreign_event("LIST", [])  # a fresh list: what is not in it is gone
+    assert used() == (0, 8000) and not controller.foreign

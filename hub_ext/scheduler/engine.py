@@ -120,15 +120,15 @@ class Engine:
             for lr in lrs.values():
                 out.apply_limit_range(lr)
         for pod in sorted(self.pods.values(), key=Pod.sort_key):
-            if pod.phase not in (Phase.PENDING, Phase.RUNNING):
-                continue
-            if pod.occupying:
-                out.occupy(pod.namespace, pod.name, pod.spec, pod.node, pod.admitted_at, owner=pod.owner, labels=pod.labels)
+            if pod.phase not in (Phase.PENDING, Phase.RUNNING) or pod.occupying:
                 continue
             copy = out.submit(pod.namespace, pod.name, pod.spec, pod.created, owner=pod.owner, labels=pod.labels,
                               annotations=pod.annotations, preemptible=pod.preemptible, duration=pod.duration)
             if pod.phase is Phase.RUNNING:
                 out.adopt(copy, pod.node, pod.admitted_at)
+        for pod in self.pods.values():  # after ours: they take their room whatever is left (as here)
+            if pod.occupying and pod.phase is Phase.RUNNING:
+                out.occupy(pod.namespace, pod.name, pod.spec, pod.node, pod.admitted_at, owner=pod.owner, labels=pod.labels)
         return out
 
     def apply_priority_class(self, pc: PriorityClass) -> None:

@@ -175,8 +175,8 @@ class TenancyService(Application):
             except HubError as err:
                 self.log.warning("%s", err)
         backend = controller.backend
+        restored = await controller.restore()  # first: adopting what runs is checked against our own pods only
         tasks = [asyncio.ensure_future(backend.run())] if hasattr(backend, "run") else []
-        restored = await controller.restore()
         self.log.info("restored %d active workload(s)", restored)
         app.listen(self.port, self.ip, xheaders=True)
         self.log.info("tenancy service listening on http://%s:%s%s", self.ip, self.port, self.prefix)

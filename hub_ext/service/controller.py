@@ -109,6 +109,14 @@ class Controller:
             self.engine.remove_limit_range(namespace, name)
         self.poke()
 
+    def add_nodes(self, nodes) -> None:
+        """Nodes that joined the cluster: their capacity is shared out from now on."""
+        for node in nodes:
+            self.engine.add_node(node.name, node.allocatable, node.labels)
+            self.log.info("node %s joined", node.name)
+        if nodes:
+            self.poke()
+
     # -- pods we did not create -------------------------------------------------------
     def observe_foreign(self, key: str, namespace: str, name: str, spec, node: str | None) -> None:
         """A pod on the cluster that no workload of ours made (another controller, ``kubectl``): its
@@ -210,7 +218,7 @@ class Controller:
         self.rows[row.id] = row
         return owner
 
-    def cancel(self, who: Identity, row: WorkloadRow) -> WorkloadRow:
+    def cancel(self, who: Identity, row: WorkloadRow, *, by_spawner: bool = False) -> WorkloadRow:
         self.check_access(who, row)
         if row.state in FINAL:
             return row
@@ -221,7 +229,8 @@ class Controller:
             prow = self.pod_rows.get(pod.uid)
             if pod.phase is Phase.TERMINATING and row.kind == NOTEBOOK:
                 preempted = True  # its server stopping is the end of an eviction
-            if pod.phase in (Phase.RUNNING, Phase.TERMINATING) and prow is not None:
+            if pod.phase in (Phase.RUNNING, Phase.TERMINATING) and prow is not None \
+                    and not (by_spawner and row.kind == NOTEBOOK):
                 self._spawn(self.backend.stop(row, pod, prow))
             self.engine.delete(pod.uid)
             if prow is not None:

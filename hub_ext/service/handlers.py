@@ -216,7 +216,9 @@ class WorkloadHandler(APIHandler):
 
     async def delete(self, wid):
         row = self.workload_or_404(wid)
-        self.controller.cancel(self.identity, row)
+        # ?by=spawner: the notebook's own spawner is stopping it (or gave up starting it); the
+        # server is its business, the hub is not asked to stop it (that would end a new spawn).
+        self.controller.cancel(self.identity, row, by_spawner=self.get_argument("by", "") == "spawner")
         self.send(self.controller.view(row))
 
 

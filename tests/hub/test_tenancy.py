@@ -372,6 +372,32 @@ def test_the_service_restarted_mid_queue_loses_nothing(hub):
         svc(hub, "bob", "DELETE", f"/workloads/{j}")
 
 
+def test_a_notebook_queued_across_a_hub_restart_is_not_left_behind(hub):
+    # team-a at its max (two 10-CPU jobs of alice's): her server "later" waits in the queue
+    jobs = [svc(hub, "alice", "POST", "/workloads", {"command": ["sleep", "300"], "name": f"fill{i}",
+                                                      "resources": {"requests": {"cpu": "10"}}})[1]["id"] for i in (1, 2)]
+    wait_for(lambda: all(svc(hub, "alice", "GET", f"/workloads/{j}")[1]["state"] == "Running" for j in jobs), "the jobs to run")
+
+    def queued():
+        return [w for w in workloads(hub, "alice", kind="notebook") if w["serverName"] == "later" and w["state"] == "Pending"]
+
+    spawn(hub, "alice", "later", profile="small")
+    [first] = wait_for(queued, "the notebook to queue")
+    # The hub restarts meanwhile: it forgets the spawn in progress, the scheduler does not.
+    hub.restart()
+    wait_for(lambda: hub.request("GET", f"{API}/health").status_code == 200, "the service after the hub restart", timeout=90)
+    assert [w["id"] for w in queued()] == [first["id"]]
+    # Started again: the leftover leaves the queue, and one notebook waits, not two.
+    hub.tokens.pop("alice", None)
+    spawn(hub, "alice", "later", profile="small")
+    wait_for(lambda: [w["id"] for w in queued()] not in ([], [first["id"]]), "the new start to queue")
+    assert len(queued()) == 1
+    assert svc(hub, "alice", "GET", f"/workloads/{first['id']}")[1]["state"] == "Stopped"
+    hub.stop_server("alice", "later", timeout=30)
+    for j in jobs:
+        svc(hub, "alice", "DELETE", f"/workloads/{j}")
+
+
 def _pid_of(hub, job) -> int | None:
     import sqlite3
 

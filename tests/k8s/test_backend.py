@@ -241,9 +241,16 @@ def test_exits_notebook_eviction_delete_fallback_and_recover(control_plane, api,
         t1 = asyncio.ensure_future(backend.start(r1, p1, NS(name="a1-0")))
         await until(lambda: _eq(phase("a1-0"), "Running"), "a1-0 Running")
         assert await backend.recover(r1, NS(name="a1-0"), p1) == "running"
-        await backend.stop(r1, p1, NS(name="a1-0"))
+        await asyncio.to_thread(core.delete_namespaced_pod, "a1-0", namespace, grace_period_seconds=0)
         await asyncio.wait_for(t1, 30)
         assert fake.exited[1] == 137
+        # one we stop ourselves is not reported (the controller cancelled it)
+        r4, p4 = row("a4"), NS(uid=4, name="a4-0")
+        t4 = asyncio.ensure_future(backend.start(r4, p4, NS(name="a4-0")))
+        await until(lambda: _eq(phase("a4-0"), "Running"), "a4-0 Running")
+        await backend.stop(r4, p4, NS(name="a4-0"))
+        await asyncio.wait_for(t4, 30)
+        assert 4 not in fake.exited
 
         # the delete fallback where policy/v1 is not served
         r2, p2 = row("a2"), NS(uid=2, name="a2-0")

@@ -29,6 +29,7 @@ import controlplane
 from hub_ext.backends.kubernetes.backend import JOB_NAME_LABEL, WORKLOAD_LABEL
 from hub_ext.service.controller import Controller, Identity
 from hub_ext.service.store import Store
+from hub_ext.tenants import Tenant
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -194,6 +195,7 @@ def test_foreign_pods_and_cluster_quota(control_plane, api, namespace, node, tmp
     async def main():
         backend = backend_for(str(control_plane.kubeconfig), key, value)
         backend.count_foreign_pods, backend.sync_cluster_limits, backend.resync_seconds = True, True, 0.5
+        backend.relist_seconds = 600  # no fresh list during the test: the watch alone must do
         controller = Controller(store=Store(f"sqlite:///{tmp_path}/t.sqlite"), backend=backend, tree=None)
         runner = asyncio.ensure_future(backend.run())
         await asyncio.to_thread(core.create_namespaced_pod, namespace, client.V1Pod(
@@ -212,6 +214,7 @@ def test_foreign_pods_and_cluster_quota(control_plane, api, namespace, node, tmp
         await asyncio.to_thread(core.delete_namespaced_pod, "by-hand", namespace, grace_period_seconds=0)
         await until(lambda: controller.view(row)["state"] == "Running", "the job to start once the room is free",
                     tick=controller.tick)
+        assert not controller.foreign
 
         # the cluster's ResourceQuota, copied in: refused with the API server's words, nothing created
         await asyncio.to_thread(core.create_namespaced_resource_quota, namespace, client.V1ResourceQuota(
@@ -223,11 +226,44 @@ def test_foreign_pods_and_cluster_quota(control_plane, api, namespace, node, tmp
         view = controller.view(over)
         assert view["reason"] == "resource-quota" and "exceeded quota: small" in view["message"], view
         assert len(jobs(api, namespace)) == 1
+
+        # a node that joins adds its room
+        await asyncio.to_thread(control_plane.add_node, f"{node_name}-2", {"cpu": "6", "memory": "8Gi"},
+                                labels={key: value})
+        await until(lambda: f"{node_name}-2" in controller.engine.cluster.nodes, "the new node to be counted")
+        assert controller.engine.cluster.capacity["cpu"] == 16_000
+
+        # a namespace that becomes a tenant: its pods (on nodes not ours) count from then on
+        await asyncio.to_thread(control_plane.create_namespace, other)
+        await asyncio.to_thread(core.create_namespaced_pod, other, client.V1Pod(
+            metadata=client.V1ObjectMeta(name="theirs"),
+            spec=client.V1PodSpec(node_name=elsewhere, containers=[client.V1Container(
+                name="c", image="x", resources=client.V1ResourceRequirements(requests={"cpu": "3"}))])))
+        await until(lambda: core.read_namespaced_pod("theirs", other).status.phase == "Running", "their pod to run")
+        await asyncio.sleep(1)
+        assert not any(controller.engine.pods[u].namespace == other for u in controller.foreign.values())
+        controller.set_tenants([Tenant(group=f"g-{value}", namespace=other)])
+        await until(lambda: any(controller.engine.pods[u].namespace == other for u in controller.foreign.values()),
+                    "the new tenant's pod to be counted", timeout=10)
+        assert controller.engine.quota.leaf_for(other).used["cpu"] == 3000
         runner.cancel()
         await asyncio.gather(runner, return_exceptions=True)
         await stop_tasks(controller)
 
-    asyncio.run(main())
+    other, elsewhere = f"{namespace}-other", f"{node_name}-elsewhere"
+    control_plane.add_node(elsewhere, {"cpu": "4", "memory": "8Gi"}, labels={"tenancy-test/service": "elsewhere"})
+    try:
+        asyncio.run(main())
+    finally:
+        for name in (f"{node_name}-2", elsewhere):
+            try:
+                core.delete_node(name)
+            except ApiException:
+                pass
+        try:
+            core.delete_namespace(other)
+        except ApiException:
+            pass
 
 
 def test_serve_without_credentials_is_one_line(tmp_path):
@@ -248,8 +284,6 @@ def test_tenants_provisioned_when_groups_change(control_plane, api, node, tmp_pa
     """With ``provision`` on, a new tenant gets its namespace, RBAC, quota and limits; the quota then
     refuses in the scheduler as the API server would."""
     from traitlets.config import Config
-
-    from hub_ext.tenants import Tenant
 
     node_name, key, value = node
     namespace = f"svc-{value}"

@@ -38,8 +38,10 @@ from .quotatree import read_quota_tree
 from .watch import PodWatch, apply_limits, holds_room, pod_spec_of, read_limits
 
 JOB = Kind("Job", "batch/v1", "jobs", True)
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
-JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
+# The Job controller's labels on its pods; these (unprefixed) names are set by every version
+# (the batch.kubernetes.io/ ones only since 1.27).
+JOB_NAME_LABEL = "job-name"
+JOB_UID_LABEL = "controller-uid"
 
 WORKLOAD_LABEL = "tenancy.jupyter.org/workload"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -103,6 +105,8 @@ class KubernetesBackend(LoggingConfigurable, Backend):
 
     kube_context = Unicode("", help="The kubeconfig context to use (empty: its current context).").tag(config=True)
 
+    request_timeout = Float(30.0, help="Timeout in seconds of each API request (0: none).").tag(config=True)
+
     use_jobs = Bool(
         True,
         help="""
@@ -129,8 +133,15 @@ class KubernetesBackend(LoggingConfigurable, Backend):
     ).tag(config=True)
 
     resync_seconds = Float(
-        30.0,
-        help="How often ResourceQuotas and LimitRanges are read again; pods are watched, and listed again this often at most every 10 minutes.",
+        30.0, help="How often ResourceQuotas, LimitRanges and Nodes are read again.",
+    ).tag(config=True)
+
+    relist_seconds = Float(
+        300.0,
+        help="""
+        Pods we did not create are watched; the watch is started again from a fresh list
+        this often (or when the server ends it), in case an event was missed.
+        """,
     ).tag(config=True)
 
     quota_tree_object = Unicode(
@@ -176,7 +187,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
     def __init__(self, api_client=None, hub=None, **kwargs):
         super().__init__(**kwargs)
         self.hub = hub
-        self.api = Api(api_client if api_client is not None else self._default_client())
+        self.api = Api(api_client if api_client is not None else self._default_client(), self.request_timeout)
         self._policy_v1: bool | None = None
         self._jobs: bool | None = None
         # engine uid -> the object (Job or Pod) we made for it: its Kubernetes uid and kind
@@ -222,12 +233,14 @@ class KubernetesBackend(LoggingConfigurable, Backend):
 
     # -- what the service tells us ------------------------------------------------------
     def tenants_changed(self, tenants) -> None:
-        """Provision the tenants when they changed (``provision`` on)."""
-        if not self.provision:
-            return
+        """Count the pods of new tenant namespaces; provision the tenants when they changed (``provision`` on)."""
+        added = {t.namespace for t in tenants} - {t.namespace for t in self._tenants or []}
         self._tenants = list(tenants)
+        if added and self._pod_watch is not None:
+            # The watch saw their pods but did not count them (not ours then): count them now.
+            self.controller._spawn(self._recount(sorted(added)))
         key = tuple(sorted(repr(t.to_dict()) for t in tenants))
-        if key == self._tenant_key:
+        if not self.provision or key == self._tenant_key:
             return
         self._tenant_key = key
         try:
@@ -253,7 +266,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         """Background work while serving: watch foreign pods, copy quotas and limits, provision."""
         if self.count_foreign_pods:
             self._pod_watch = PodWatch(self.api, f"!{WORKLOAD_LABEL}", asyncio.get_running_loop(), self._foreign_event,
-                                   timeout_seconds=min(600, max(1, int(self.resync_seconds * 10))),
+                                   timeout_seconds=self.relist_seconds,
                                    log=self.log).start()
         else:
             self._listed = True
@@ -270,6 +283,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                 else:
                     self._limits_read = True
                 self._check_synced()
+                await self._add_new_nodes()
                 now = asyncio.get_running_loop().time()
                 if self.provision and now - last_provision >= self.provision_interval_seconds:
                     last_provision = now
@@ -281,6 +295,27 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         finally:
             if self._pod_watch is not None:
                 self._pod_watch.stop()
+
+    async def _recount(self, namespaces: list[str]) -> None:
+        for namespace in namespaces:
+            try:
+                pods = await self._call(self.api.list, POD, f"!{WORKLOAD_LABEL}", namespace)
+            except KubernetesError as err:
+                self.log.warning("listing pods of %s: %s", namespace, err)
+                continue
+            for obj in pods:
+                uid = (obj.get("metadata") or {}).get("uid")
+                if uid and holds_room(obj):
+                    self._observe(uid, obj)
+
+    async def _add_new_nodes(self) -> None:
+        """Nodes that joined (an autoscaler, an admin) add their capacity; others are kept as they are."""
+        try:
+            nodes = await self._call(self.nodes)
+        except (KubernetesError, ValidationError) as err:
+            self.log.warning("reading nodes: %s", err)
+            return
+        self.controller.add_nodes([n for n in nodes if n.name not in self.controller.engine.cluster.nodes])
 
     _listed = _limits_read = False
 
@@ -311,8 +346,6 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             self._observe(uid, obj)
 
     def _observe(self, uid: str, obj: dict) -> None:
-        if uid in self.controller.foreign:
-            return
         meta = obj.get("metadata") or {}
         controller, namespace = self.controller, meta.get("namespace")
         # Room on our nodes, or usage of a namespace we schedule for; nothing else concerns us.
@@ -325,8 +358,13 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         except ValidationError as err:
             self.log.warning("not counting %s: %s", f"{meta.get('namespace')}/{meta.get('name')}", err)
             return
-        self.controller.observe_foreign(uid, meta.get("namespace"), meta.get("name"), spec,
-                                        (obj.get("spec") or {}).get("nodeName"))
+        node = (obj.get("spec") or {}).get("nodeName")
+        known = controller.engine.pods.get(controller.foreign.get(uid, -1))
+        if known is not None:
+            if known.requests == {r: a for r, a in spec.requests().items() if a}:
+                return
+            controller.forget_foreign(uid)  # resized in place: counted again with what it asks for now
+        controller.observe_foreign(uid, namespace, meta.get("name"), spec, node)
 
     # -- capacity -------------------------------------------------------------------
     def nodes(self):
@@ -391,12 +429,16 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                          "template": {"metadata": {"labels": dict(meta["labels"])}, "spec": template["spec"]}}}
 
     # -- training pods ------------------------------------------------------------------
-    async def _jobs_served(self) -> bool:
-        """Whether training pods are made as Jobs; discovery errors are retried, never guessed."""
+    async def _jobs_served(self, retry_seconds: float = 0.0) -> bool:
+        """Whether training pods are made as Jobs. A discovery error is retried for ``retry_seconds``,
+        then raised: never guessed (a wrong guess would make a Pod that stop and evict look for as a Job)."""
+        deadline = asyncio.get_running_loop().time() + retry_seconds
         while self._jobs is None:
             try:
                 self._jobs = self.use_jobs and "jobs" in await self._call(self.api.served_resources, "batch/v1")
             except KubernetesError as err:
+                if asyncio.get_running_loop().time() > deadline:
+                    raise
                 self.log.warning("discovering batch/v1: %s; retrying", err)
                 await asyncio.sleep(self.poll_seconds * 4)
         return self._jobs
@@ -409,10 +451,11 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             try:
                 return await self._call(self.api.create, kind, body), None
             except KubernetesError as err:
-                if err.status == 409:
+                if err.status == 409 and asyncio.get_running_loop().time() <= deadline:
                     existing = await self._existing(kind, namespace, name, row)
                     if existing is not None:
                         return existing, None
+                    await asyncio.sleep(self.poll_seconds)
                     continue  # a leftover of ours, finished or deleting, is gone now: create again
                 # No answer, throttled, the server failing, or the quota's usage not yet updated
                 # after a victim left (the engine checked the quota already): try again, for a while.
@@ -433,8 +476,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         meta = obj["metadata"]
         if (meta.get("labels") or {}).get(WORKLOAD_LABEL) != row.id:
             raise KubernetesError(f"{kind.name} {namespace}/{name} exists and is not this workload's", 409)
-        ended = await self._status(kind, namespace, name, obj, None) is not None
-        if not ended and not meta.get("deletionTimestamp"):
+        if not _ended(kind, obj) and not meta.get("deletionTimestamp"):
             return obj
         await self._delete(kind, namespace, name, 0, meta.get("uid"))
         deadline = asyncio.get_running_loop().time() + 30
@@ -450,9 +492,9 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             return  # the spawner creates the notebook pod
         created = self._creating[pod.uid] = asyncio.Event()
         try:
-            kind = JOB if await self._jobs_served() else POD
-            body = self.job_manifest(row, pod) if kind is JOB else self.manifest(row, pod)
             try:
+                kind = JOB if await self._jobs_served(self.create_retry_seconds) else POD
+                body = self.job_manifest(row, pod) if kind is JOB else self.manifest(row, pod)
                 obj, refusal = await self._create(kind, body, row)
             except KubernetesError as err:
                 obj, refusal = None, _refusal(pod.name, err)
@@ -531,11 +573,10 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             if code is not None:
                 break
             await asyncio.sleep(self.poll_seconds)
-        if uid in self._evicting:
-            return
-        if self._k8s_uids.get(uid) == k8s_uid:
-            self._k8s_uids.pop(uid, None)
-            self._kinds.pop(uid, None)
+        if uid in self._evicting or self._k8s_uids.get(uid) != k8s_uid:
+            return  # evict() reports it; or stopped by us, or replaced (a pod queued again runs anew)
+        self._k8s_uids.pop(uid, None)
+        self._kinds.pop(uid, None)
         self.controller.pod_exited(uid, code, reason)
 
     async def _policy_served(self) -> bool:
@@ -666,7 +707,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                     and not p["metadata"].get("deletionTimestamp")]
             return "running" if live else "gone"
         # A pod started before an upgrade to Jobs is a bare Pod: look for both.
-        for kind in ((JOB, POD) if await self._jobs_served() else (POD,)):
+        for kind in ((JOB, POD) if await self._jobs_served(self.create_retry_seconds) else (POD,)):
             obj = await self._call(self.api.read, kind, row.namespace, prow.name)
             if obj is None or (obj["metadata"].get("labels") or {}).get(WORKLOAD_LABEL) != row.id:
                 continue
@@ -710,6 +751,15 @@ def _refusal(name: str, err: KubernetesError) -> Reason:
     code = RESOURCE_QUOTA if "exceeded quota" in text else LIMIT_RANGE if "LimitRange" in text or "per Container" in text \
         else "create-failed"
     return Reason(code, f"the API server refused to create {name}: {text}", {"status": err.status} if err.status else {})
+
+
+def _ended(kind: Kind, obj: dict) -> bool:
+    """Whether our Job (any final condition) or Pod (a final phase) has ended."""
+    if kind is POD:
+        return _exit_code(obj) is not None
+    final = ("Complete", "SuccessCriteriaMet", "Failed", "FailureTarget")
+    return any(c.get("type") in final and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or [])
 
 
 def _exit_code(obj: dict) -> int | None:
