@@ -1,4 +1,4 @@
-"""Helpers and fixtures for tests/k8s/test_provisioning.py (imported there, not a conftest).
+"""Helpers and fixtures for the tests in tests/k8s (imported there, not a conftest).
 
 Every test provisions under its own instance name, namespaces and shared namespace,
 so tests stay independent in the session's one cluster; teardown deletes what the
@@ -7,6 +7,7 @@ instance labelled (namespaces, PriorityClasses) straight through the API.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 
@@ -17,6 +18,18 @@ from kubernetes.client.exceptions import ApiException
 from hub_ext.backends.kubernetes import Provisioner
 from hub_ext.backends.kubernetes.objects import INSTANCE, MANAGED_BY, MANAGER
 from hub_ext.tenants import Tenant
+
+
+async def until(check, what, timeout=30.0, tick=None):
+    """``wait_for`` for a test's event loop: ``check`` runs in a thread, ``tick`` (a controller's) between tries."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if tick is not None:
+            tick()
+        if await asyncio.to_thread(check):
+            return
+        await asyncio.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def wait_for(fn, timeout=30.0, what="condition", interval=0.2):

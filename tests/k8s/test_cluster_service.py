@@ -34,6 +34,7 @@ from hub_ext.tenants import Tenant
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
+from provision_fixtures import until  # noqa: E402
 from service_process import backend_for  # noqa: E402
 
 ADMIN = Identity(name="admin", admin=True)
@@ -67,17 +68,6 @@ def finish_pod(api, namespace, job_name, code):
     core = client.CoreV1Api(api)
     pod = core.list_namespaced_pod(namespace, label_selector=f"{JOB_NAME_LABEL}={job_name}").items[0]
     core.patch_namespaced_pod(pod.metadata.name, namespace, {"metadata": {"annotations": {EXIT: str(code)}}})
-
-
-async def until(check, what, timeout=30.0, tick=None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if tick is not None:
-            tick()
-        if await asyncio.to_thread(check):
-            return
-        await asyncio.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def stop_tasks(controller):

@@ -24,7 +24,6 @@ import copy
 import os
 import subprocess
 import sys
-import time
 import types
 import uuid
 from pathlib import Path
@@ -48,7 +47,7 @@ from hub_ext.tenants import Tenant
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
-from provision_fixtures import impersonating, quota_ready, service_account_ready, wait_for  # noqa: E402
+from provision_fixtures import impersonating, quota_ready, service_account_ready, until, wait_for  # noqa: E402
 
 CHART = REPO / "deploy" / "helm" / "jupyterhub-tenancy"
 HELM_VERSION = "v3.22.0"
@@ -335,17 +334,6 @@ class Calls:
 
     def refused(self, since=0):
         return [c for c in self.seen[since:] if c[2] in (401, 403)]
-
-
-async def until(check, what, timeout=30.0, tick=None):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if tick is not None:
-            tick()
-        if await asyncio.to_thread(check):
-            return
-        await asyncio.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def can(sa_client, verb, resource, group="", namespace=None, subresource=None) -> bool:

@@ -207,6 +207,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         self._pod_watch: PodWatch | None = None
         self._limits_applied: dict = {}
         self.synced = asyncio.Event()  # the first read of foreign pods and of quotas and limits is in
+        self._listed = self._limits_read = False
         self.provisioned = None  # the last ProvisionResult
 
     def _default_client(self):
@@ -316,8 +317,6 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             self.log.warning("reading nodes: %s", err)
             return
         self.controller.add_nodes([n for n in nodes if n.name not in self.controller.engine.cluster.nodes])
-
-    _listed = _limits_read = False
 
     def _check_synced(self) -> None:
         if self._listed and self._limits_read:
