@@ -136,13 +136,16 @@ class Engine:
 
     def apply_resource_quota(self, rq: ResourceQuota) -> None:
         self.resource_quotas.setdefault(rq.namespace, {})[rq.name] = rq
-        used: ResourceList = {}
+        self.rq_used[(rq.namespace, rq.name)] = {}
         for pod in self.pods.values():
             if pod.namespace == rq.namespace and pod.phase in _COUNTED and rq.matches(pod.spec, pod.priority_class):
-                need = usage_of(pod.spec, pod.requests, pod.limits, rq.tracked())
-                pod.quota_usage[rq.name] = need
-                add_into(used, need)
-        self.rq_used[(rq.namespace, rq.name)] = used
+                self._count_in_quota(rq, pod)
+
+    def _count_in_quota(self, rq: ResourceQuota, pod: Pod) -> None:
+        """Charge what ``pod`` uses to ``rq`` (already admitted: no check)."""
+        need = usage_of(pod.spec, pod.requests, pod.limits, rq.tracked())
+        pod.quota_usage[rq.name] = need
+        add_into(self.rq_used.setdefault((rq.namespace, rq.name), {}), need)
 
     def apply_limit_range(self, lr: LimitRange) -> None:
         self.limit_ranges.setdefault(lr.namespace, {})[lr.name] = lr
@@ -220,10 +223,8 @@ class Engine:
         pod.requests = {r: a for r, a in spec.requests().items() if a}
         pod.limits = spec.limits()
         for rq in self.resource_quotas.get(namespace, {}).values():
-            if rq.matches(spec, pod.priority_class) and rq.tracked():
-                need = usage_of(spec, pod.requests, pod.limits, rq.tracked())
-                pod.quota_usage[rq.name] = need
-                add_into(self.rq_used.setdefault((namespace, rq.name), {}), need)
+            if rq.matches(spec, pod.priority_class):
+                self._count_in_quota(rq, pod)
         self.pods[pod.uid] = pod
         node = self.cluster.nodes.get(node_name) if node_name else None
         if node is not None:

@@ -304,10 +304,17 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             except KubernetesError as err:
                 self.log.warning("listing pods of %s: %s", namespace, err)
                 continue
-            for obj in pods:
-                uid = (obj.get("metadata") or {}).get("uid")
-                if uid and holds_room(obj):
-                    self._observe(uid, obj)
+            self._observe_all(pods)
+
+    def _observe_all(self, pods: list[dict]) -> set:
+        """Count each of these pods that holds room; the uids of those."""
+        seen = set()
+        for obj in pods:
+            uid = (obj.get("metadata") or {}).get("uid")
+            if uid and holds_room(obj):
+                seen.add(uid)
+                self._observe(uid, obj)
+        return seen
 
     async def _add_new_nodes(self) -> None:
         """Nodes that joined (an autoscaler, an admin) add their capacity; others are kept as they are."""
@@ -327,12 +334,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         if kind == "LIST":
             self._listed = True
             self._check_synced()
-            seen = set()
-            for pod in obj:
-                uid = (pod.get("metadata") or {}).get("uid")
-                if uid and holds_room(pod):
-                    seen.add(uid)
-                    self._observe(uid, pod)
+            seen = self._observe_all(obj)
             for uid in set(controller.foreign) - seen:
                 controller.forget_foreign(uid)
             return
@@ -568,7 +570,8 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                     await self._delete(kind, namespace, name, 0, k8s_uid)
             except KubernetesError as err:
                 self.log.warning("reading %s %s/%s: %s", kind.name, namespace, name, err)
-                code = None if reason is None else code
+                if reason is None:  # not the delete after a refusal: the read failed, try again
+                    code = None
             if code is not None:
                 break
             await asyncio.sleep(self.poll_seconds)
@@ -642,7 +645,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         self._evicting.add(pod.uid)
         try:
             if row.kind == "notebook":
-                pods = await self._call(self.api.list, POD, f"{WORKLOAD_LABEL}={row.id}", row.namespace)
+                pods = await self._notebook_pods(row)
                 await self._evict_all(row.namespace, pods, grace_s)
             else:
                 await self._made(pod.uid)
@@ -679,6 +682,10 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         except KubernetesError as err:
             self.log.error("deleting %s/%s: %s", row.namespace, pod.name, err)
 
+    async def _notebook_pods(self, row) -> list[dict]:
+        """The pods the spawner made for a notebook workload (labelled with its id)."""
+        return await self._call(self.api.list, POD, f"{WORKLOAD_LABEL}={row.id}", row.namespace)
+
     async def _stop_notebook(self, row) -> None:
         """The notebook was cancelled through the API (or ended): its server goes too, or its room
         would be used twice. The hub stops it (and then knows); its pods are deleted in any case."""
@@ -689,7 +696,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             except Exception as err:  # noqa: BLE001 - the pods go below anyway
                 self.log.warning("could not stop %s's server %r through the hub: %s", row.user, server, err)
         try:
-            for obj in await self._call(self.api.list, POD, f"{WORKLOAD_LABEL}={row.id}", row.namespace):
+            for obj in await self._notebook_pods(row):
                 await self._delete(POD, row.namespace, obj["metadata"]["name"], self.stop_grace_seconds,
                                    obj["metadata"].get("uid"))
         except KubernetesError as err:
@@ -701,7 +708,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         An API error is raised, not taken for "gone": the service then fails to start (and is
         started again) rather than forgetting workloads that still run."""
         if row.kind == "notebook":
-            pods = await self._call(self.api.list, POD, f"{WORKLOAD_LABEL}={row.id}", row.namespace)
+            pods = await self._notebook_pods(row)
             live = [p for p in pods if (p.get("status") or {}).get("phase") in ("Pending", "Running")
                     and not p["metadata"].get("deletionTimestamp")]
             return "running" if live else "gone"
