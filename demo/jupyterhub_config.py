@@ -3,14 +3,23 @@
 Four teams on the second seed's quota tree (root 40 CPU; leaves guarantee 10 and may
 use 20), demo users in groups, password login. ``scripts/demo`` starts it; the
 settings below are ordinary JupyterHub and jupyterhub-tenancy traits.
+
+Run as root, every user's notebooks and training jobs run as their own system account
+(``jupyter-alice``, ...; made on first use, homes in /home). Run as yourself, they all
+run as you (the scheduler service says so, see ``tenancy_config.py``).
 """
 
 import os
 import sys
 
+import spawner
+from hub_ext.backends.local.account_python import python_for_accounts
+
 here = os.path.dirname(os.path.abspath(__file__))
 state = os.environ.get("TENANCY_DEMO_STATE", os.path.join(here, "..", ".demo"))
+os.umask(0o077)  # the hub's database, secrets and logs are its own (the service inherits this)
 os.makedirs(state, exist_ok=True)
+os.chmod(state, 0o711)  # the users' accounts reach their work folders in it, and list nothing
 service_port = int(os.environ.get("TENANCY_SERVICE_PORT", "10101"))
 
 c = get_config()  # noqa: F821 - provided by JupyterHub
@@ -24,24 +33,36 @@ c.ConfigurableHTTPProxy.pid_file = f"{state}/jupyterhub-proxy.pid"
 if os.environ.get("TENANCY_CHP"):
     c.ConfigurableHTTPProxy.command = [os.environ["TENANCY_CHP"]]
 
-# Who may log in: identity-provider groups, mapped to hub groups (tenants).
+# Who may log in, with one password.
 c.JupyterHub.authenticator_class = "tenancy-demo"
 c.DemoAuthenticator.password = os.environ.get("TENANCY_DEMO_PASSWORD", "demo")
-c.DemoAuthenticator.users = {
-    "alice": {"groups": ["ds-alpha"]},  # team-a
-    "bob": {"groups": ["ds-beta"]},  # team-b
-    "carol": {"groups": ["research-gamma"]},  # team-c
-    "dave": {"groups": ["research-delta"]},  # team-d
-    "erin": {"groups": ["ds-alpha", "ds-beta"]},  # in two teams: picks at spawn time
-    "admin": {"groups": ["platform"], "admin": True},
-}
-c.DemoAuthenticator.group_map = {
-    "ds-alpha": "team-a", "ds-beta": "team-b", "research-gamma": "team-c", "research-delta": "team-d",
+c.DemoAuthenticator.users = {"alice": {}, "bob": {}, "carol": {}, "dave": {}, "erin": {}, "admin": {"admin": True}}
+
+# The teams (tenants): hub groups with their members and tenancy properties, made by the hub
+# itself at start-up, so the scheduler service needs no right to change groups. (JupyterHub
+# takes groups from load_groups or from the authenticator, not both: with an identity
+# provider, TenancyAuthenticatorMixin maps its groups at login, and the properties are set
+# once in the admin panel instead.) The properties here are applied again at every start.
+c.DemoAuthenticator.manage_groups = False
+c.JupyterHub.load_groups = {
+    "team-a": {"users": ["alice", "erin"],
+               "properties": {"tenancy.namespace": "team-a", "tenancy.quota-leaf": "root.a.1"}},
+    "team-b": {"users": ["bob", "erin"],  # erin is in two teams: she picks one at spawn time
+               "properties": {"tenancy.namespace": "team-b", "tenancy.quota-leaf": "root.a.2"}},
+    "team-c": {"users": ["carol"],
+               "properties": {"tenancy.namespace": "team-c", "tenancy.quota-leaf": "root.b.1",
+                              "tenancy.priority-classes": "low-priority-dev,high-priority-research,critical-prod"}},
+    "team-d": {"users": ["dave"],
+               "properties": {"tenancy.namespace": "team-d", "tenancy.quota-leaf": "root.b.2"}},
+    "platform": {"users": ["admin"], "properties": {"tenancy.namespace": "platform", "tenancy.role": "admin"}},
 }
 
-# Notebooks are local jupyterhub-singleuser processes, queued by the scheduler first.
+# Notebooks are local jupyterhub-singleuser processes, queued by the scheduler first: as
+# root, each user's as their own account (jupyter-<name>, home /home/jupyter-<name>); else
+# all as you, each in a home of its own under the state folder (home_dir_template).
 c.JupyterHub.spawner_class = "tenancy-local"
 c.JupyterHub.allow_named_servers = True
+c.JupyterHub.template_paths = [spawner.TEMPLATES]  # the waiting page stops the server that waits
 c.TenancyLocalSpawner.home_dir_template = f"{state}/home/{{username}}"
 c.TenancyLocalSpawner.tenancy_service_url = f"http://127.0.0.1:{service_port}/services/tenancy/"
 c.TenancyLocalSpawner.default_url = "/lab"
@@ -49,7 +70,9 @@ c.TenancyLocalSpawner.profiles = {
     "small": {"display_name": "Small: 5 CPU, 4 GiB", "resources": {"requests": {"cpu": "5", "memory": "4Gi"}}},
     "large": {"display_name": "Large: 10 CPU, 8 GiB", "resources": {"requests": {"cpu": "10", "memory": "8Gi"}}},
 }
-c.Spawner.environment = {"PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+# A Python the users' accounts can run (this one, unless it is where they cannot enter, as
+# pyenv under /root: then a virtualenv in /opt with this one's packages).
+c.Spawner.environment = {"PATH": os.path.dirname(python_for_accounts()) + os.pathsep + os.environ.get("PATH", "")}
 
 # Scopes: users and their servers' tokens may use the scheduler service.
 c.JupyterHub.custom_scopes = {
@@ -60,9 +83,20 @@ c.JupyterHub.extra_user_scopes = {"access:services!service=tenancy", "custom:ten
 c.Spawner.server_token_scopes = [
     "users:activity!user", "access:servers!server", "access:services!service=tenancy", "custom:tenancy:use!user",
 ]
+# The scheduler service's own rights in the hub: read users, groups and servers, and stop
+# servers (to evict a notebook). Nothing that changes a group, a user, a role or a token, or
+# starts a server: whoever got its token could do no more than that.
 c.JupyterHub.load_roles = [
     {"name": "tenancy-service", "services": ["tenancy"],
-     "scopes": ["list:users", "read:users", "list:groups", "read:groups", "admin:groups", "servers", "read:servers"]},
+     "scopes": [
+         "list:users",          # GET /users?state=active: every running server (reconciling notebooks)
+         "read:users:name",     # a user's name and admin flag (who is admin)
+         "read:users:groups",   # a user's groups (which teams they act in)
+         "read:servers",        # a user's servers: running, starting, gone
+         "delete:servers",      # DELETE /users/{name}/server(s)/{server}: stop an evicted notebook
+         "list:groups",         # GET /groups: the teams
+         "read:groups",         # their members and properties (tenancy.*)
+     ]},
 ]
 
 # The scheduler service, started and restarted by the hub.
@@ -72,5 +106,7 @@ c.JupyterHub.services = [{
     "command": [sys.executable, "-m", "hub_ext.cli", "serve", "--config", os.path.join(here, "tenancy_config.py")],
     "display": False,
     "oauth_no_confirm": True,
+    # A browser logged in to the hub may read its own /me and workloads through the page's OAuth.
+    "oauth_client_allowed_scopes": ["custom:tenancy:use!user"],
     "environment": {"TENANCY_DEMO_STATE": state, "PYTHONUNBUFFERED": "1"},
 }]

@@ -1,6 +1,11 @@
-"""The demo's scheduler service: the second seed's tree, four teams, a 56-CPU virtual node."""
+"""The demo's scheduler service: the second seed's tree, four teams, a 56-CPU virtual node.
+
+The teams themselves are hub groups, defined in ``jupyterhub_config.py`` (``load_groups``).
+"""
 
 import os
+
+from hub_ext.backends.local.account_python import python_for_accounts
 
 here = os.path.dirname(os.path.abspath(__file__))
 state = os.environ.get("TENANCY_DEMO_STATE", os.path.join(here, "..", ".demo"))
@@ -9,19 +14,20 @@ c = get_config()  # noqa: F821 - provided by traitlets
 
 c.TenancyService.db_url = f"sqlite:///{state}/tenancy.sqlite"
 c.TenancyService.tree_file = os.path.join(here, "quota-tree.yaml")
-c.TenancyService.tenant_groups = {
-    "team-a": {"tenancy.namespace": "team-a", "tenancy.quota-leaf": "root.a.1"},
-    "team-b": {"tenancy.namespace": "team-b", "tenancy.quota-leaf": "root.a.2"},
-    "team-c": {"tenancy.namespace": "team-c", "tenancy.quota-leaf": "root.b.1",
-               "tenancy.priority-classes": "low-priority-dev,high-priority-research,critical-prod"},
-    "team-d": {"tenancy.namespace": "team-d", "tenancy.quota-leaf": "root.b.2"},
-    "platform": {"tenancy.namespace": "platform", "tenancy.role": "admin"},
-}
-c.LocalBackend.data_dir = f"{state}/workloads"
+# Training jobs run in STATE/workloads/<id>: as root, as their user's own account
+# (jupyter-<name>), with a Python that account can run; else as you.
+c.LocalBackend.data_dir = state
+c.LocalBackend.python = python_for_accounts()
+# Not root: every user's jobs would run as you. Fine for a demo on your own machine, so say
+# yes here (the service still logs it at start-up); never for real users (README, "Security").
+c.LocalBackend.allow_shared_account = True
 c.LocalBackend.nodes_config = [
     {"name": "local-1", "allocatable": {"cpu": "56", "memory": "128Gi", "nvidia.com/gpu": "4"}},
 ]
-c.LocalBackend.notebook_warning_seconds = float(os.environ.get("TENANCY_NOTEBOOK_WARNING_SECONDS", "10"))
+# A preempted notebook's user gets the default minute to save (JupyterLab counts down and saves
+# open documents); the tests shorten it through this variable.
+if os.environ.get("TENANCY_NOTEBOOK_WARNING_SECONDS"):
+    c.LocalBackend.notebook_warning_seconds = float(os.environ["TENANCY_NOTEBOOK_WARNING_SECONDS"])
 # Namespace hard caps, as the API server would enforce them: team-d may request at most
 # 15 CPUs in all (pending work counts too), whatever its quota leaf would lend it.
 c.TenancyService.objects = [

@@ -1,32 +1,95 @@
-"""Notebooks as local ``jupyterhub-singleuser`` processes, admitted by the tenancy scheduler first."""
+"""Notebooks as local ``jupyterhub-singleuser`` processes, admitted by the tenancy scheduler first.
+
+When the hub runs as root, each user's servers run as that user's own system account,
+as JupyterHub's ``LocalProcessSpawner`` and The Littlest JupyterHub do: ``jupyter-<name>``
+(``LocalAccounts``, the same accounts the local backend runs their training jobs as),
+made on demand, in its home (mode 0700), with umask 077. Otherwise every server runs as
+the hub's own account, each in a home folder of its own (``home_dir_template``), with
+no isolation between users: a laptop demo.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import os
 
-from jupyterhub.spawner import LocalProcessSpawner, SimpleLocalProcessSpawner
-from traitlets import Bool
+from jupyterhub.spawner import SimpleLocalProcessSpawner, SpawnException, set_user_setuid
+from traitlets import Bool, default
+
+from hub_ext.backends.local.accounts import AccountError, LocalAccounts, running_as_root
 
 from .mixin import TenancySpawnerMixin
 
 
 class TenancyLocalSpawner(TenancySpawnerMixin, SimpleLocalProcessSpawner):
-    """Runs the server as the hub's own OS user, in a home folder per user (the laptop demo's spawner).
+    """Runs each user's servers as their own system account (hub as root), else as the hub's account."""
 
-    Set ``system_users = True`` to run servers as the users' own system accounts
-    (``LocalProcessSpawner``), which needs the hub to run as root.
-    """
+    per_user_accounts = Bool(
+        help="""
+        Run each user's servers as their own system account (``c.LocalAccounts``:
+        ``jupyter-<name>``, created on demand), in its home. Needs the hub to run as root;
+        the default is True exactly then. False: every server runs as the hub's own
+        account, in a home per user from ``home_dir_template``; users can then read each
+        other's files. Set the same ``c.LocalAccounts`` in the scheduler service's
+        configuration, so that a user's training jobs run as the same account.
 
-    system_users = Bool(False, help="Run servers as the users' own system accounts (needs root).").tag(config=True)
+        .. versionadded:: 0.2
+        """,
+    ).tag(config=True)
+
+    @default("per_user_accounts")
+    def _default_per_user_accounts(self):
+        return running_as_root()
+
+    _account = None
+
+    async def _ensure_account(self):
+        if not running_as_root():
+            raise SpawnException(
+                "This hub runs servers as the users' own accounts (TenancyLocalSpawner.per_user_accounts), "
+                "which needs the hub to run as root.", reason="account", status_code=500)
+        try:
+            self._account = await asyncio.to_thread(LocalAccounts(parent=self).ensure, self.user.name)
+        except AccountError as err:
+            raise SpawnException(f"{self.user.name}'s system account is not ready: {err}", reason="account",
+                                 status_code=500) from None
+        return self._account
+
+    async def start(self):
+        if self.per_user_accounts:
+            await self._ensure_account()  # before queueing: a user who cannot run anything should not wait
+        return await super().start()
+
+    def make_preexec_fn(self, name):
+        if not self.per_user_accounts:
+            return super().make_preexec_fn(name)
+        become = set_user_setuid(self._account.pw_name)  # its uid, gid and own groups; then cd to its home
+
+        def preexec():
+            os.umask(0o077)
+            become()
+
+        return preexec
+
+    def user_env(self, env):
+        if not self.per_user_accounts:
+            return super().user_env(env)
+        account = self._account
+        env.update(USER=account.pw_name, LOGNAME=account.pw_name, HOME=account.pw_dir,
+                   SHELL=account.pw_shell or "/bin/sh")
+        return env
 
     def get_args(self):
         args = super().get_args()
-        if not self.system_users and os.geteuid() == 0:
+        if not self.per_user_accounts and os.geteuid() == 0:
             # Servers run as the hub's user; when that is root (a container, CI), say it is intended.
             args.append("--ServerApp.allow_root=True")
         return args
 
-    def user_env(self, env):
-        if self.system_users:
-            return LocalProcessSpawner.user_env(self, env)
-        return super().user_env(env)
+    def move_certs(self, paths):
+        if self.per_user_accounts:
+            # LocalProcessSpawner writes them into the user's home as root, where the user could have
+            # put links; not done here.
+            raise SpawnException("internal_ssl is not supported with per-user accounts (TenancyLocalSpawner)",
+                                 reason="internal-ssl", status_code=500)
+        return super().move_certs(paths)

@@ -17,9 +17,7 @@ import json
 import re
 import time
 
-from jupyterhub import orm
 from jupyterhub.spawner import SpawnException
-from sqlalchemy.orm import object_session
 from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from traitlets import Dict, Float, Unicode, default
@@ -142,9 +140,9 @@ class TenancySpawnerMixin(Configurable):
         return group, profile
 
     # -- talking to the service ---------------------------------------------------------
-    async def _service(self, method: str, path: str, body=None):
+    async def _service(self, method: str, path: str, body=None, *, token: str | None = None):
         url = self.tenancy_service_url.rstrip("/") + "/api/v1" + path
-        req = HTTPRequest(url, method=method, headers={"Authorization": f"token {self.api_token}",
+        req = HTTPRequest(url, method=method, headers={"Authorization": f"token {token or self.api_token}",
                                                        "Content-Type": "application/json"},
                           body=None if body is None else json.dumps(body), allow_nonstandard_methods=True,
                           request_timeout=30)
@@ -167,19 +165,19 @@ class TenancySpawnerMixin(Configurable):
         super().load_state(state)
         self.workload_id = state.get("tenancy_workload")
 
-    def clear_state(self):
-        super().clear_state()
-        self.workload_id = None
+    # No clear_state() override: the workload id is dropped by _forget() alone, once the
+    # scheduler has let the workload go. LocalProcessSpawner.stop() clears state (through
+    # poll()) as soon as the process dies, before our stop() could tell the scheduler.
 
     async def _previous_run(self) -> str | None:
         """Remove what an earlier start left in the queue (the hub restarted meanwhile, and could
         not tell the scheduler); if this server's last run was preempted: who took its room, and when."""
         try:
-            mine = (await self._service("GET", "/workloads?kind=notebook"))["workloads"]
+            mine = (await self._service("GET", "/workloads?kind=notebook&mine=true&limit=100"))["workloads"]
             here = [w for w in mine if w["user"] == self.user.name and (w.get("serverName") or "") == (self.name or "")]
             for left in [w for w in here if w["state"] in ("Pending", "Running")]:
                 self.log.info("%s: removing notebook workload %s left by an earlier start", self._log_name, left["id"])
-                await self._service("DELETE", f"/workloads/{left['id']}?by=spawner")
+                await self._service("DELETE", f"/workloads/{left['id']}?by=spawner", token=self._service_token())
             last = here[0] if here else None
             if last is None or last["state"] != "Preempted":
                 return None
@@ -243,33 +241,33 @@ class TenancySpawnerMixin(Configurable):
                               status_code=403)
 
     async def _forget(self):
-        wid, self.workload_id = self.workload_id, None
+        """Tell the scheduler this notebook's server is gone (or never started): its room is free.
+
+        Sent with the scheduler service's own token, which only the hub and the service
+        hold: ``?by=spawner`` (release the quota without asking the hub to stop the server)
+        is refused from any other credential, so a user cannot drop a running server's
+        quota with the server's token, which their notebook can read.
+        """
+        wid = getattr(self, "workload_id", None)
         if not wid:
             return
-        borrowed = not self.api_token
-        if borrowed:
-            # After a hub restart the hub no longer knows the server's token (it keeps only a
-            # hash): tell the service with a short-lived token of the user's, deleted right after.
-            self.api_token = self._borrow_token()
+        token = self._service_token()
+        if not token:
+            self.log.warning("%s: the hub has no token of the service %r; the scheduler will notice the end of "
+                             "workload %s on its own", self._log_name, self.tenancy_service_name, wid)
+            return
         try:
-            await self._service("DELETE", f"/workloads/{wid}?by=spawner")
+            await self._service("DELETE", f"/workloads/{wid}?by=spawner", token=token)
         except SpawnException as err:
-            self.log.warning("could not remove workload %s: %s", wid, err)
-        finally:
-            if borrowed:
-                db = object_session(self.user.orm_user)
-                found = orm.APIToken.find(db, self.api_token)
-                if found is not None:
-                    db.delete(found)
-                    db.commit()
-                self.api_token = ""
+            if getattr(err, "status_code", None) != 404:
+                self.log.warning("could not remove workload %s: %s", wid, err)
+                return  # kept in the state: the next start (and the scheduler's own check) cleans up
+        self.workload_id = None
 
-    def _borrow_token(self) -> str:
-        scopes = [f"access:services!service={self.tenancy_service_name}", "custom:tenancy:use!user"]
-        try:
-            return self.user.new_api_token(note="tenancy: forget a notebook", expires_in=300, scopes=scopes)
-        except (ValueError, KeyError):  # the user's roles lack one of them: a token of the user's own roles
-            return self.user.new_api_token(note="tenancy: forget a notebook", expires_in=300)
+    def _service_token(self) -> str:
+        """The scheduler service's API token, as the hub knows it (managed or external service)."""
+        service = (self.user.settings.get("services") or {}).get(self.tenancy_service_name)
+        return getattr(service, "api_token", None) or ""
 
     async def stop(self, now=False):
         # The server first: its room is given back to the queue only once it is free.

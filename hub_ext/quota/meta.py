@@ -60,14 +60,14 @@ def boolean(value, what: str) -> bool:
 def namespace_name(value, what: str) -> str:
     string(value, what)
     if len(value) > 63 or not _LABEL.match(value):
-        raise ValidationError(f"{what}: {value!r} is not a valid namespace name (lowercase letters, digits and '-', at most 63)")
+        raise ValidationError(f"{what}: {_show(value)} is not a valid namespace name (lowercase letters, digits and '-', at most 63)")
     return value
 
 
 def object_name(value, what: str) -> str:
     string(value, what)
     if len(value) > 253 or not _SUBDOMAIN.match(value):
-        raise ValidationError(f"{what}: {value!r} is not a valid name (lowercase letters, digits, '-' and '.', at most 253)")
+        raise ValidationError(f"{what}: {_show(value)} is not a valid name (DNS-1123: lowercase letters, digits, '-' and '.', at most 253)")
     return value
 
 

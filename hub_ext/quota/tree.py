@@ -111,6 +111,8 @@ def _parse_node(raw, where: str, parent: QuotaNode | None) -> QuotaNode:
     name = raw.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ValidationError(f"{where}: name is missing")
+    # Names reach pages, labels and log lines: DNS-1123 labels joined by dots (ACK's `root.a.1`).
+    m.object_name(name, f"{where}: quota node name")
     where = f"quota node {name}"
     m.unknown_keys(raw, _NODE_FIELDS, where)
     namespaces = m.sequence(raw.get("namespaces"), f"{where}: namespaces")

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import os
 import sys
+import time
 from pathlib import Path
 
-from jupyterhub.services.auth import HubOAuth, HubOAuthCallbackHandler
+from jupyterhub.services.auth import HubOAuth
+from sqlalchemy.exc import SQLAlchemyError
 from tornado import web
 from traitlets import Bool, Dict, Float, Integer, List, Type, Unicode, default
 from traitlets.config import Application
@@ -17,16 +21,23 @@ from ..backends.kubernetes.api import KubernetesError
 from ..backends.local import LocalBackend
 from ..quota.errors import ValidationError
 from ..quota.manifests import parse_object, read_file
+from ..quota.quantity import parse_resource_list
 from ..quota.tree import parse_tree
 from ..tenants import tenants_from_groups
 from .controller import Controller
 from .dashboard import DashboardHandler
 from .handlers import load_openapi, routes
-from .hub import HubClient, HubError
+from .hub import HubClient, HubError, hub_token, take_hub_token
+from .fairness import FairShare
 from .metrics import Metrics
-from .store import Store
+from .security import OAuthCallbackHandler, StaticFiles
+from .lock import AlreadyRunning, InstanceLock
+from .store import Store, StoreError, explain
+from .watchdog import Watchdog, hub_parent
+from .workloads import KINDS, Bounds
 
 OPENAPI = Path(__file__).with_name("openapi.yaml")
+STATIC = Path(__file__).with_name("static")
 
 
 class TenancyService(Application):
@@ -39,8 +50,44 @@ class TenancyService(Application):
 
     ip = Unicode("127.0.0.1", help="Address to listen on.").tag(config=True)
     port = Integer(0, help="Port to listen on (default: from JUPYTERHUB_SERVICE_URL, else 10101).").tag(config=True)
-    db_url = Unicode("sqlite:///tenancy.sqlite",
-                     help="SQLAlchemy URL of the service's database, e.g. postgresql://user@host/tenancy.").tag(config=True)
+    db_url = Unicode(
+        "sqlite:///tenancy.sqlite",
+        help="""
+        SQLAlchemy URL of the service's database. SQLite (the default; a relative path is
+        relative to the working directory): ``sqlite:////var/lib/tenancy/tenancy.sqlite``.
+        PostgreSQL: ``postgresql://USER:PASSWORD@HOST:5432/DBNAME`` with the driver installed
+        (``pip install 'jupyterhub-tenancy[postgres]'`` for psycopg 3; psycopg2 works too);
+        the tables are created at start. One service runs per database: a second one finds
+        it locked (a file ``<database>.lock`` beside a SQLite file, an advisory lock in
+        PostgreSQL) and exits with a line naming the process that holds it.
+        """,
+    ).tag(config=True)
+    lock_wait_seconds = Float(
+        20.0,
+        help="""
+        How long a starting service waits for a previous one to release the database (and
+        the port) before it gives up. A previous service whose hub is gone (an orphan of a
+        hub killed with SIGKILL) is stopped with SIGTERM first; one that still runs under a
+        live parent on this machine is a mistake: the new one exits at once. Keep this
+        below the hub's service ``timeout`` (30 s by default).
+        """,
+    ).tag(config=True)
+    exit_with_hub = Bool(
+        help="""
+        Exit when the hub that started this service is gone: its parent process exits, the
+        hub's API refuses the service's token, or the hub's API does not answer for
+        ``hub_grace_seconds``. Default: on when the parent process is JupyterHub (a managed
+        service), off otherwise (an external service, e.g. the Helm chart's Deployment).
+        """,
+    ).tag(config=True)
+    hub_grace_seconds = Float(
+        30.0, help="With exit_with_hub: how long the hub's API may be unreachable before the service exits.",
+    ).tag(config=True)
+
+    @default("exit_with_hub")
+    def _default_exit_with_hub(self):
+        return hub_parent() is not None
+
     tree_file = Unicode("", help="An ElasticQuotaTree YAML file (empty: no tree; every namespace is its own leaf).").tag(config=True)
     tree = Dict(help="The ElasticQuotaTree as a dict (used when tree_file is empty).").tag(config=True)
     objects = List(
@@ -72,6 +119,12 @@ class TenancyService(Application):
             {"team-a": {"tenancy.namespace": "team-a", "tenancy.quota-leaf": "root.a.1"}}
 
         A group that already has tenancy properties is left alone: the admin panel's edits win.
+
+        .. deprecated:: 0.2
+            This needs the service to hold the hub scopes ``admin:groups`` and ``groups``,
+            with which anyone who obtains its token can change any team's members and
+            properties. Define the groups in the hub's configuration instead:
+            ``c.JupyterHub.load_groups = {"team-a": {"users": [...], "properties": {...}}}``.
         """,
     ).tag(config=True)
     sync_timeout_seconds = Float(
@@ -79,6 +132,54 @@ class TenancyService(Application):
     ).tag(config=True)
     groups_refresh_seconds = Float(5.0, help="How often hub groups (tenants) are read again.").tag(config=True)
     authenticate_metrics = Bool(True, help="Whether /metrics needs a token like the API.").tag(config=True)
+    service_name = Unicode(
+        help="""
+        The service's name in the hub (default: ``$JUPYTERHUB_SERVICE_NAME``, else ``tenancy``). A
+        request made with this service's own token is the hub's spawner: only it may release a
+        notebook's room without stopping its server.
+        """,
+    ).tag(config=True)
+    servers_check_seconds = Float(
+        5.0,
+        help="""
+        How often notebook workloads are checked against the servers the hub runs. A notebook
+        whose server the hub no longer runs or starts gives its room back after
+        ``servers_grace_seconds`` (a backstop: the spawner normally says so at once).
+        """,
+    ).tag(config=True)
+    servers_grace_seconds = Float(
+        10.0, help="How long a notebook's server may be missing from the hub before its room is given back.",
+    ).tag(config=True)
+    token_cache_seconds = Float(
+        4.0, help="How long the hub's answer about a token is trusted: a revoked token is refused after this.",
+    ).tag(config=True)
+    max_body_bytes = Integer(1024 * 1024, help="Largest request body the API accepts (413 beyond).").tag(config=True)
+    requests_per_user = Integer(
+        2,
+        help="""
+        API requests of one user (or token owner) worked on at once; the others wait their
+        turn, so one user's flood does not slow everybody else's answers. 0: no limit.
+        """,
+    ).tag(config=True)
+    max_replicas = Integer(64, help="Most pods (replicas) one training job may ask for.").tag(config=True)
+    max_queued_per_user = Integer(
+        20, help="Most training jobs one user may have waiting at once (429 beyond); 0 for no cap.",
+    ).tag(config=True)
+    max_script_bytes = Integer(256 * 1024, help="Largest training script (Python source) accepted.").tag(config=True)
+    max_command_bytes = Integer(64 * 1024, help="Largest training command line (all arguments) accepted.").tag(config=True)
+    max_env_bytes = Integer(64 * 1024, help="Largest environment (all names and values) one workload may set.").tag(config=True)
+    default_requests = Dict(
+        {"notebook": {"cpu": "1", "memory": "1Gi"}, "training": {"cpu": "1", "memory": "1Gi"}},
+        help="""
+        Requests given, per kind, to workloads that leave a resource open (neither requested
+        nor limited, and no LimitRange default in their namespace), so nothing runs uncharged.
+        ``{"training": {"cpu": "1", "memory": "1Gi"}}``; an empty mapping for a kind turns this off.
+        """,
+    ).tag(config=True)
+
+    @default("service_name")
+    def _default_service_name(self):
+        return os.environ.get("JUPYTERHUB_SERVICE_NAME", "tenancy")
     prefix = Unicode(help="URL prefix (the hub's service prefix).").tag(config=True)
 
     @default("prefix")
@@ -122,7 +223,11 @@ class TenancyService(Application):
         self.metrics = Metrics()
         controller = Controller(store=store, backend=backend, tree=tree, log=self.log, metrics=self.metrics,
                                 notebook_priority_class=self.notebook_priority_class,
-                                training_priority_class=self.training_priority_class)
+                                training_priority_class=self.training_priority_class,
+                                bounds=Bounds(max_replicas=self.max_replicas, max_command_bytes=self.max_command_bytes,
+                                              max_script_bytes=self.max_script_bytes, max_env_bytes=self.max_env_bytes),
+                                default_requests=self._default_requests(),
+                                max_queued_per_user=self.max_queued_per_user)
         controller.tree_manifest = manifest
         for i, raw in enumerate(self.objects):
             try:
@@ -131,30 +236,66 @@ class TenancyService(Application):
                 raise err.within(f"TenancyService.objects[{i}]") from None
         prefix = self.prefix if self.prefix.endswith("/") else self.prefix + "/"
         # The handlers (ours and jupyterhub's OAuth callback) all use this one singleton.
-        hub_auth = HubOAuth.instance(api_token=os.environ.get("JUPYTERHUB_API_TOKEN", ""), cache_max_age=30)
-        # Both clients hold the token now; keep it out of the environment that workloads inherit.
-        # (The local backend is for one trust domain: pods run as the service's OS user.)
-        os.environ.pop("JUPYTERHUB_API_TOKEN", None)
+        # The token came through a pipe (take_hub_token): it is in no environment, ours or a workload's.
+        # Without a hub (started by hand, no token) nothing can be authenticated; HubOAuth wants a
+        # token all the same.
+        hub_auth = HubOAuth.instance(api_token=hub_token() or "no-hub-configured",
+                                     cache_max_age=self.token_cache_seconds)
         app = web.Application(
-            routes(prefix) + [(prefix + "oauth_callback", HubOAuthCallbackHandler), (prefix, DashboardHandler)],
+            routes(prefix) + [(prefix + "oauth_callback", OAuthCallbackHandler), (prefix, DashboardHandler)],
             controller=controller, hub=self.hub, hub_auth=hub_auth, metrics=self.metrics,
             openapi=load_openapi(OPENAPI), authenticate_metrics=self.authenticate_metrics,
             cookie_secret=os.urandom(32), xsrf_cookies=False,
+            service_name=self.service_name, max_body_bytes=self.max_body_bytes,
+            fairness=FairShare(self.requests_per_user),
+            static_path=str(STATIC), static_url_prefix=prefix + "static/", static_handler_class=StaticFiles,
         )
         return app, controller
 
-    async def seed_tenants(self) -> None:
-        existing = {g["name"]: g for g in await self.hub.groups(fresh=True)}
-        for name, props in self.tenant_groups.items():
-            group = existing.get(name)
-            if group is None:
-                await self.hub.request("POST", f"/groups/{name}", ok=(201, 409))
-                group = {"properties": {}}
-            current = group.get("properties") or {}
-            if any(k.startswith("tenancy.") for k in current):
+    def _default_requests(self) -> dict:
+        for kind, amounts in self.default_requests.items():
+            if kind not in KINDS:
+                raise ValidationError(f"TenancyService.default_requests: unknown kind {kind!r} (notebook, training)")
+            parse_resource_list(amounts, f"TenancyService.default_requests[{kind!r}]")
+        return dict(self.default_requests)
+
+    async def watch_servers(self, controller: Controller) -> None:
+        """The backstop for notebooks whose end nobody reported (see ``servers_check_seconds``)."""
+        while True:
+            await asyncio.sleep(self.servers_check_seconds)
+            try:
+                active = await self.hub.active_servers()
+            except HubError as err:  # unknown is not gone: release nothing
+                self.log.warning("%s", err)
                 continue
-            await self.hub.request("PUT", f"/groups/{name}/properties", {**current, **props})
-            self.log.info("created tenant group %s", name)
+            for row in controller.reconcile_servers(active, self.servers_grace_seconds):
+                self.log.info("notebook %s of %s: the hub no longer runs its server; its room is free", row.id, row.user)
+
+    async def seed_tenants(self) -> None:
+        """Create ``tenant_groups`` through the hub API (deprecated: see the trait)."""
+        if not self.tenant_groups:
+            return
+        self.log.warning("TenancyService.tenant_groups is deprecated: it needs the admin:groups and groups scopes, "
+                         "with which anyone holding this service's token can change every team; define the groups "
+                         "with their properties in the hub's c.JupyterHub.load_groups instead")
+        try:
+            existing = {g["name"]: g for g in await self.hub.groups(fresh=True)}
+            for name, props in self.tenant_groups.items():
+                group = existing.get(name)
+                if group is None:
+                    await self.hub.request("POST", f"/groups/{name}", ok=(201, 409))
+                    group = {"properties": {}}
+                current = group.get("properties") or {}
+                if any(k.startswith("tenancy.") for k in current):
+                    continue
+                await self.hub.request("PUT", f"/groups/{name}/properties", {**current, **props})
+                self.log.info("created tenant group %s", name)
+        except HubError as err:
+            if " answered 403:" not in str(err):
+                raise
+            self.log.warning("TenancyService.tenant_groups: the hub does not let this service create groups or set "
+                             "their properties (as it should not), so they were not created; move them to the hub's "
+                             "c.JupyterHub.load_groups")
 
     async def refresh_tenants(self, controller: Controller) -> None:
         while True:
@@ -178,7 +319,7 @@ class TenancyService(Application):
         restored = await controller.restore()  # first: adopting what runs is checked against our own pods only
         tasks = [asyncio.ensure_future(backend.run())] if hasattr(backend, "run") else []
         self.log.info("restored %d active workload(s)", restored)
-        app.listen(self.port, self.ip, xheaders=True)
+        await self.listen(app)
         self.log.info("tenancy service listening on http://%s:%s%s", self.ip, self.port, self.prefix)
         if hasattr(backend, "synced"):
             # Nothing is admitted before the cluster's other pods, quotas and limits are known.
@@ -190,18 +331,74 @@ class TenancyService(Application):
         tasks.append(asyncio.ensure_future(controller.run()))
         if self.hub.configured:
             tasks.append(asyncio.ensure_future(self.refresh_tenants(controller)))
+            tasks.append(asyncio.ensure_future(self.watch_servers(controller)))
         await asyncio.gather(*tasks)
 
+    async def listen(self, app: web.Application) -> None:
+        """Listen on the port; while another process holds it, wait (up to lock_wait_seconds) for it to go."""
+        deadline, told = time.monotonic() + self.lock_wait_seconds, False
+        while True:
+            try:
+                app.listen(self.port, self.ip, xheaders=True)
+                return
+            except OSError as err:
+                if err.errno != errno.EADDRINUSE:
+                    raise ListenError(f"cannot listen on {self.ip}:{self.port} ({err.strerror}): "
+                                      "set TenancyService.ip and port (or the service's url in the hub)") from None
+                if time.monotonic() >= deadline:
+                    raise ListenError(f"port {self.port} on {self.ip} is still in use by another process after "
+                                      f"{self.lock_wait_seconds:.0f} s: stop it, or give the service another port") from None
+                if not told:
+                    self.log.warning("port %s on %s is in use: waiting up to %.0f s for it to be free",
+                                     self.port, self.ip, self.lock_wait_seconds)
+                    told = True
+                await asyncio.sleep(0.25)
+
+    def _hub_address(self):
+        hub = getattr(self, "hub", None)
+        return (hub.api_url, hub.token) if hub is not None and hub.configured else None
+
+    async def run(self, parent: int | None) -> int:
+        """``serve()`` until the watchdog says the service must stop; the exit status."""
+        watchdog = Watchdog(parent=parent, hub=self._hub_address if self.exit_with_hub else None,
+                            lock=getattr(self, "instance_lock", None), grace_seconds=self.hub_grace_seconds, log=self.log)
+        serving, watching = asyncio.ensure_future(self.serve()), asyncio.ensure_future(watchdog.wait())
+        await asyncio.wait({serving, watching}, return_when=asyncio.FIRST_COMPLETED)
+        if serving.done():
+            watching.cancel()
+            serving.result()  # its error, if it failed
+            return 0
+        why, status = watching.result()
+        self.log.warning("%s: the tenancy service exits", why)
+        serving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
+        return status
+
     def start(self):
+        # The parent now: once the hub is gone it is some other process.
+        parent = os.getppid() if self.exit_with_hub and os.getppid() > 1 else None
+        status = 0
         try:
-            asyncio.run(self.serve())
-        except (ValidationError, KubernetesError) as err:
+            self.instance_lock = InstanceLock(self.db_url).acquire(self.lock_wait_seconds, self.log)
+            status = asyncio.run(self.run(parent))
+        except (ValidationError, KubernetesError, StoreError, AlreadyRunning, ListenError) as err:
             print(f"tenancy serve: error: {err}", file=sys.stderr)
+            sys.exit(1)
+        except SQLAlchemyError as err:  # the database failed while starting (a damaged page, the server gone)
+            print(f"tenancy serve: error: {explain(self.db_url, err)}", file=sys.stderr)
             sys.exit(1)
         except KeyboardInterrupt:
             pass
+        if status:
+            sys.exit(status)
+
+
+class ListenError(Exception):
+    """The service cannot listen where it is told to (one line)."""
 
 
 def main(argv=None) -> int:
+    take_hub_token()  # first: re-executes this process without the hub token in its environment
     TenancyService.launch_instance(argv)
     return 0

@@ -28,7 +28,7 @@ from ..scheduler.model import Phase, Reason
 from ..scheduler.owners import Owner
 from ..tenants import Tenant, tree_with_tenants
 from .store import PodRow, Store, WorkloadRow
-from .workloads import NOTEBOOK, TRAINING, check_body, pod_template
+from .workloads import NOTEBOOK, TRAINING, Bounds, check_body, pod_template, with_default_requests
 
 FINAL = ("Succeeded", "Failed", "Cancelled", "Stopped", "Preempted", "Rejected")
 
@@ -37,28 +37,41 @@ class Forbidden(Exception):
     """The caller may not do this (a 403); the message says why."""
 
 
+class TooMany(Exception):
+    """The caller has too much queued already (a 429); the message says how much and what to do."""
+
+
 @dataclass
 class Identity:
     name: str
     admin: bool = False
     tenants: list[Tenant] = field(default_factory=list)
     kind: str = "user"
+    spawner: bool = False  # the hub's spawner, with the service's own token
 
     def namespaces(self) -> list[str] | None:
         """Namespaces this identity may act in (None: all)."""
         return None if self.admin else [t.namespace for t in self.tenants if t.usable]
 
 
+#: The service acting on its own behalf (the hub's spawner uses the service's token too).
+SERVICE = Identity(name="tenancy", admin=True, kind="service", spawner=True)
+
+
 class Controller:
     def __init__(self, *, store: Store, backend, tree: ElasticQuotaTree | None, log=None,
                  notebook_priority_class: str = "low-priority-dev",
-                 training_priority_class: str = "high-priority-research", clock=time.time, metrics=None):
+                 training_priority_class: str = "high-priority-research", clock=time.time, metrics=None,
+                 bounds: Bounds = Bounds(), default_requests: dict | None = None, max_queued_per_user: int = 0):
         self.store, self.backend, self.base_tree = store, backend, tree
         self.log = log or logging.getLogger("tenancy")
         self.notebook_priority_class = notebook_priority_class
         self.training_priority_class = training_priority_class
         self.clock = clock
         self.metrics = metrics
+        self.bounds = bounds
+        self.default_requests = default_requests or {}  # kind -> {resource: amount}
+        self.max_queued_per_user = max_queued_per_user  # 0: no cap
         self.engine = Engine(tree)
         for node in backend.nodes():
             self.engine.add_node(node.name, node.allocatable, node.labels)
@@ -72,6 +85,9 @@ class Controller:
         self.listeners: set[asyncio.Queue] = set()
         self._dirty = asyncio.Event()
         self._tasks: set[asyncio.Task] = set()
+        self._missing: dict[str, float] = {}  # notebook workload id -> when the hub was first seen without its server
+        # notebook workload id -> {"deadline", "message"} while it is being evicted: the page counts down
+        self.evicting: dict[str, dict] = {}
 
     # -- tenants and tree -----------------------------------------------------
     def set_tenants(self, tenants: list[Tenant]) -> None:
@@ -169,11 +185,16 @@ class Controller:
         return match
 
     # -- submissions ----------------------------------------------------------
-    def submit(self, who: Identity, body) -> WorkloadRow:
-        spec = check_body(body)
+    def _checked_submission(self, who: Identity, body) -> tuple[dict, Tenant | None, str]:
+        """(spec with defaults and its priority class, tenant, namespace) of a submission, or the 400/403/429."""
+        spec = check_body(body, self.bounds)
         tenant = self.tenant_for(who, spec.get("tenant"), spec.get("namespace"))
         namespace = tenant.namespace if tenant else spec["namespace"]
         kind = spec["kind"]
+        if kind == TRAINING:
+            self._check_queue_share(who)
+        spec = with_default_requests(spec, self.default_requests.get(kind) or {},
+                                     self.engine.limit_ranges.get(namespace, {}).values())
         default = self.notebook_priority_class if kind == NOTEBOOK else self.training_priority_class
         pc = spec.get("priorityClassName", default)
         if kind == TRAINING and not who.admin and tenant is not None and pc not in tenant.priority_classes:
@@ -182,10 +203,59 @@ class Controller:
             raise Forbidden(f"notebooks run at {self.notebook_priority_class}")
         if pc not in self.engine.classes.by_name:
             raise ValidationError(f"workload: no PriorityClass named {pc}")
+        spec["priorityClassName"] = pc
+        return spec, tenant, namespace
+
+    def preview_submit(self, who: Identity, body) -> dict:
+        """What submitting ``body`` would do now, on a copy of the engine; nothing is stored.
+
+        Says whether it would start (at once, or once its victims are gone), or why it would
+        wait, and which workloads it would evict, each with its user and server name, so a
+        client can warn before a job stops one of its own user's notebooks.
+        """
+        spec, tenant, namespace = self._checked_submission(who, body)
+        kind, now = spec["kind"], self.clock()
+        engine = self.engine.replica(tree_with_tenants(self.base_tree, self.tenants))
+        name = _dns(spec.get("name") or (f"nb-{who.name}" if kind == NOTEBOOK else "train") + "-dry-run")
+        owner = _owner(kind, namespace, name, spec)
+        owner.reconcile(engine, now)
+        ours, evictions, nominated = {p.uid for p in owner.pods}, [], set()
+        for _ in range(100):
+            d = engine.schedule(now)
+            evictions += [e for e in d.evictions if e.preemptor.uid in ours]
+            nominated |= {p.uid for p in d.nominated}
+            if not d:
+                break
+        live = {(p.namespace, p.name): wid for wid, o in self.owners.items() for p in o.pods}
+        victims = []
+        for ev in evictions:
+            row = self.rows.get(live.get((ev.victim.namespace, ev.victim.name), ""))
+            victims.append({"workload": row.id if row else None, "kind": row.kind if row else None,
+                            "name": row.name if row else ev.victim.name, "user": row.user if row else None,
+                            "serverName": row.spec.get("serverName") if row else None,
+                            "namespace": ev.victim.namespace, "pod": ev.victim.name, "message": ev.victim.reason.message})
+        pods = [p for p in owner.pods if p.uid in engine.pods]
+        head = next((p for p in pods if p.phase is not Phase.RUNNING), None)
+        if head is None:
+            state, reason = "Running", None
+        elif head.phase is Phase.REJECTED:
+            state, reason = "Rejected", head.reason
+        else:
+            state, reason = "Pending", None if head.uid in nominated else head.reason
+        position = engine.positions().get(head.uid) if head is not None else None
+        return {"dryRun": True, "kind": kind, "namespace": namespace, "tenant": tenant.group if tenant else None,
+                "priorityClassName": spec["priorityClassName"], "state": state,
+                "startsAfterEvictions": bool(head is not None and head.uid in nominated),
+                "reason": reason.code if reason else None, "message": reason.message if reason else None,
+                "position": position[0] if position else None, "leafPosition": position[1] if position else None,
+                "evictions": victims}
+
+    def submit(self, who: Identity, body) -> WorkloadRow:
+        spec, tenant, namespace = self._checked_submission(who, body)
+        kind, pc = spec["kind"], spec["priorityClassName"]
         now = self.clock()
         wid = secrets.token_hex(4)
         name = spec.get("name") or (f"nb-{who.name}" if kind == NOTEBOOK else "train") + f"-{wid}"
-        spec["priorityClassName"] = pc
         row = WorkloadRow(id=wid, kind=kind, name=_dns(name), user=who.name, namespace=namespace,
                           tenant=tenant.group if tenant else None, spec=spec, state="Pending", created=now,
                           succeeded=0)
@@ -207,19 +277,29 @@ class Controller:
         self.poke()
         return row
 
+    def _check_queue_share(self, who: Identity) -> None:
+        """One user's backlog must not push a teammate's work to the back of a long queue.
+        (Notebooks are bounded by the hub's servers per user, so only jobs count.)"""
+        if not self.max_queued_per_user:
+            return
+        queued = sum(1 for r in self.rows.values() if r.user == who.name and r.kind == TRAINING and r.state == "Pending")
+        if queued >= self.max_queued_per_user:
+            raise TooMany(f"{who.name} has {queued} training jobs waiting already, the most one user may queue; "
+                          "cancel some or wait for them to start")
+
     def _make_owner(self, row: WorkloadRow) -> Owner:
-        spec = row.spec
-        template = pod_template(spec, spec["priorityClassName"], spec.get("gracePeriodSeconds"))
-        kind = "Pod" if row.kind == NOTEBOOK else "Job"
-        owner = Owner(WorkloadSpec(kind=kind, namespace=row.namespace, name=row.name, template=template,
-                                   pods=spec.get("replicas", 1), completions=spec.get("replicas", 1) if kind == "Job" else None))
+        owner = _owner(row.kind, row.namespace, row.name, row.spec)
         owner.succeeded = row.succeeded or 0
         self.owners[row.id] = owner
         self.rows[row.id] = row
         return owner
 
-    def cancel(self, who: Identity, row: WorkloadRow, *, by_spawner: bool = False) -> WorkloadRow:
+    def cancel(self, who: Identity, row: WorkloadRow, *, by_spawner: bool = False, why: str | None = None) -> WorkloadRow:
+        """End a workload. ``by_spawner``: its server is already gone (or never started), so the
+        hub is not asked to stop it; only the hub's spawner (or the service itself) may say so."""
         self.check_access(who, row)
+        if by_spawner and not who.spawner:
+            raise Forbidden("only the hub's spawner may release a notebook without stopping its server")
         if row.state in FINAL:
             return row
         now = self.clock()
@@ -242,12 +322,38 @@ class Controller:
             row.state = "Preempted"
         else:
             row.state = "Stopped" if row.kind == NOTEBOOK else "Cancelled"
-            self.store.record(now, "cancelled", f"{who.name} {'stopped' if row.kind == NOTEBOOK else 'cancelled'} {row.name}", row.id)
+            if why is None and by_spawner:
+                server = row.spec.get("serverName") or ""
+                why = f"{row.user}'s server {server + ' ' if server else ''}stopped: its room is free again"
+            self.store.record(now, "cancelled",
+                              why or f"{who.name} {'stopped' if row.kind == NOTEBOOK else 'cancelled'} {row.name}", row.id)
         row.finished = now
         self.rows.pop(row.id, None)
+        self.evicting.pop(row.id, None)
         self.store.commit()
         self.poke()
         return row
+
+    def reconcile_servers(self, active: set[tuple[str, str]], grace: float) -> list[WorkloadRow]:
+        """Notebooks whose server the hub no longer runs (stopped while we were not told, a hub
+        restart that dropped a pending spawn) give their room back once missing for ``grace``
+        seconds. ``active``: ``(user, server name)`` of every server the hub runs or is starting."""
+        now, released = self.clock(), []
+        for row in [r for r in self.rows.values() if r.kind == NOTEBOOK]:
+            if (row.user, row.spec.get("serverName") or "") in active:
+                self._missing.pop(row.id, None)
+                continue
+            since = self._missing.setdefault(row.id, now)
+            if now - since >= grace and now - row.created >= grace:
+                self._missing.pop(row.id, None)
+                server = row.spec.get("serverName") or ""
+                self.cancel(SERVICE, row, by_spawner=True,
+                            why=f"the hub no longer runs {row.user}'s server {server!r}: its room is free again" if server
+                            else f"the hub no longer runs {row.user}'s server: its room is free again")
+                released.append(row)
+        for wid in [w for w in self._missing if w not in self.rows]:
+            del self._missing[wid]
+        return released
 
     def check_access(self, who: Identity, row: WorkloadRow) -> None:
         namespaces = who.namespaces()
@@ -331,7 +437,13 @@ class Controller:
         self.store.record(now, victim.reason.code, victim.reason.message, row.id, victim.reason.details)
         if self.metrics is not None:
             self.metrics.evicted(victim)
+        if row.kind == NOTEBOOK:  # the grace period, unless the backend gives a warning window of its own
+            self.evicting[row.id] = {"deadline": ev.deadline, "message": victim.reason.message}
         self._spawn(self.backend.evict(row, victim, prow, ev.deadline - now, victim.reason))
+
+    def warn_eviction(self, wid: str, deadline: float, message: str) -> None:
+        """A backend's own warning window for an evicted notebook: its server stops at ``deadline``."""
+        self.evicting[wid] = {"deadline": deadline, "message": message}
 
     def _spawn(self, coro) -> None:
         task = asyncio.ensure_future(coro)
@@ -402,6 +514,7 @@ class Controller:
         self.engine.delete(uid)  # evicted: its row keeps the story; a Job's owner makes a new pod
         row = self.rows.get(prow.workload_id) if prow else None
         if row is not None and row.kind == NOTEBOOK:
+            self.evicting.pop(row.id, None)
             self._sync(row)
             row.state, row.finished = "Preempted", now
             self.rows.pop(row.id, None)
@@ -445,8 +558,13 @@ class Controller:
             row.state = "Pending"
 
     # -- views ------------------------------------------------------------------------
-    def view(self, row: WorkloadRow, *, events: bool = False) -> dict:
+    def views(self, rows) -> list[dict]:
+        """``view`` of many rows, with the queue's positions worked out once."""
         positions = self.engine.positions()
+        return [self.view(r, positions=positions) for r in rows]
+
+    def view(self, row: WorkloadRow, *, events: bool = False, positions: dict | None = None) -> dict:
+        positions = self.engine.positions() if positions is None else positions
         owner = self.owners.get(row.id)
         live = {p.name: p for p in (owner.pods if owner else [])}
         pods = []
@@ -470,6 +588,9 @@ class Controller:
             "position": head.get("position"), "leafPosition": head.get("leafPosition"),
             "pods": pods,
         }
+        evicting = self.evicting.get(row.id) if row.state not in FINAL else None
+        if evicting is not None:
+            out["evictionDeadline"], out["evictionMessage"] = evicting["deadline"], evicting["message"]
         if events:
             out["events"] = [{"time": e.time, "type": e.type, "message": e.message, **({"details": e.details} if e.details else {})}
                              for e in self.store.events(row.id)]
@@ -479,7 +600,7 @@ class Controller:
         """The user's notebooks preempted lately: who took the room, and when."""
         since = self.clock() - hours * 3600
         out = []
-        for row in self.store.workloads(user=user, namespaces=[], limit=100):
+        for row in self.store.workloads(user=user, namespaces=[], state="Preempted", limit=100)[0]:
             if row.state != "Preempted" or (row.finished or 0) < since:
                 continue
             event = next((e for e in reversed(self.store.events(row.id)) if e.type in ("preempted", "reclaimed")), None)
@@ -494,13 +615,15 @@ class Controller:
 
     # -- listeners (server-sent events) ----------------------------------------------
     def notify(self, workload_ids) -> None:
+        positions = None
         for wid in workload_ids:
             if wid is None:
                 continue
             row = self.store.workload(wid)
             if row is None:
                 continue
-            message = {"type": "workload", "workload": self.view(row)}
+            positions = self.engine.positions() if positions is None else positions
+            message = {"type": "workload", "workload": self.view(row, positions=positions)}
             for queue in list(self.listeners):
                 queue.put_nowait(message)
 
@@ -512,43 +635,91 @@ class Controller:
         are adopted where they ran; a training pod that ended while we were
         away is finished with its recorded exit status; a pod caught in its
         grace period is stopped and, for a training job, queued again.
+
+        A workload that cannot be restored (an unknown kind, a spec that no longer
+        makes a pod, pod rows that make no sense) is quarantined: its state becomes
+        ``Quarantined`` with the error in ``message`` (the row is kept), one line is
+        logged, and the others are restored. Rows whose JSON could not be read at all
+        were moved into the table ``quarantine`` when the store opened; they are
+        logged here. An error of the backend itself (the cluster unreachable) is no
+        fault of a row: it stops the restore as before.
         """
         count = 0
         now = self.clock()
-        for row in self.store.active_workloads():
-            owner = self._make_owner(row)
-            for prow in row.pods:
-                owner._next_index = max(owner._next_index, prow.index + 1)
-                if prow.phase not in ("Pending", "Running", "Rejected", "Terminating"):
-                    continue
-                pod = self.engine.submit(
-                    row.namespace, prow.name, owner.spec.template, now, created=prow.created,
-                    owner=None if row.kind == NOTEBOOK else (owner.spec.kind, owner.spec.name))
-                owner.pods.append(pod)
-                self.pod_rows[pod.uid] = prow
-                if prow.phase not in ("Running", "Terminating"):
-                    continue
-                status = await self.backend.recover(row, prow, pod)
-                if status == "running" and prow.phase == "Running" and self.engine.adopt(pod, prow.node, prow.admitted_at or now):
-                    continue
-                if status == "running":
-                    await self.backend.stop(row, pod, prow)  # gone before its pod may be admitted again
-                self._restore_ended(row, owner, pod, prow, status, now)
-                if row.state in FINAL:
-                    break
-            if row.state == "Failed":
-                self._finish_failed(row, now)  # its other pods stop too
-            elif row.state not in FINAL:
-                self._sync(row)  # e.g. its last pod succeeded while we were away: it is done
-            if row.state not in FINAL:
-                count += 1
-            else:
-                self.rows.pop(row.id, None)
-                self.owners.pop(row.id, None)
+        for moved in self.store.moved_aside:
+            self.log.error("%s", moved.describe())
+        for wid in self.store.active_workload_ids():
+            try:
+                row = self.store.workload(wid)
+                count += await self._restore_one(row, now)
+            except _BackendFailed as failed:
+                raise failed.error from None
+            except Exception as err:  # noqa: BLE001 - whatever a bad row makes fail, the others go on
+                self._quarantine(wid, err, now)
         self.store.record(now, "restored", f"restored {count} active workload(s)")
         self.store.commit()
         self.poke()
         return count
+
+    async def _restore_one(self, row: WorkloadRow, now: float) -> int:
+        """Restore one active workload; 1 if it is still active afterwards, else 0."""
+        if row.kind not in (NOTEBOOK, TRAINING):
+            raise ValidationError(f"unknown kind {row.kind!r} (notebook, training)")
+        owner = self._make_owner(row)
+        for prow in row.pods:
+            owner._next_index = max(owner._next_index, prow.index + 1)
+            if prow.phase not in ("Pending", "Running", "Rejected", "Terminating"):
+                continue
+            pod = self.engine.submit(
+                row.namespace, prow.name, owner.spec.template, now, created=prow.created,
+                owner=None if row.kind == NOTEBOOK else (owner.spec.kind, owner.spec.name))
+            owner.pods.append(pod)
+            self.pod_rows[pod.uid] = prow
+            if prow.phase not in ("Running", "Terminating"):
+                continue
+            status = await _backend(self.backend.recover(row, prow, pod))
+            if status == "running" and prow.phase == "Running" and self.engine.adopt(pod, prow.node, prow.admitted_at or now):
+                continue
+            if status == "running":
+                await _backend(self.backend.stop(row, pod, prow))  # gone before its pod may be admitted again
+            self._restore_ended(row, owner, pod, prow, status, now)
+            if row.state in FINAL:
+                break
+        if row.state == "Failed":
+            self._finish_failed(row, now)  # its other pods stop too
+        elif row.state not in FINAL:
+            self._sync(row)  # e.g. its last pod succeeded while we were away: it is done
+        if row.state not in FINAL:
+            return 1
+        self.rows.pop(row.id, None)
+        self.owners.pop(row.id, None)
+        return 0
+
+    def _quarantine(self, wid: str, err: Exception, now: float) -> None:
+        """Set aside a workload that could not be restored: forgotten by the engine, kept in the store."""
+        owner = self.owners.pop(wid, None)
+        for pod in owner.pods if owner else []:
+            self.engine.delete(pod.uid)
+            self.pod_rows.pop(pod.uid, None)
+        self.rows.pop(wid, None)
+        error = " ".join(str(err).split()) if isinstance(err, ValidationError) else f"{type(err).__name__}: {err}"
+        error = error if len(error) <= 300 else error[:300] + "..."
+        try:
+            row = self.store.workload(wid)
+            self.store.revert(row)  # what the failed attempt changed is not written
+        except Exception:  # noqa: BLE001 - not even loadable: moved aside whole, as stored
+            self.store.session.rollback()
+            moved = self.store.move_aside("workloads", wid, f"it cannot be loaded ({error})")
+            self.log.error("%s", moved.describe())
+            return
+        was = row.state
+        row.state, row.finished = "Quarantined", now
+        row.message = f"quarantined at restore (was {was}): {error}"
+        self.store.record(now, "quarantined", row.message, wid)
+        self.store.commit()
+        self.log.error("workload %s (%s %s of %s in %s) quarantined at restore: %s; the row is kept with state "
+                       "Quarantined: its owner may submit it again, or an admin may repair it in table workloads "
+                       "and set its state back to %s", wid, row.kind, row.name, row.user, row.namespace, error, was)
 
     def _restore_ended(self, row, owner, pod, prow, status, now) -> None:
         """A pod that ran before the restart and does not run now."""
@@ -580,6 +751,30 @@ class Controller:
             self.store.record(now, "requeued", f"{prow.name} was gone after the restart; it is queued again in its place",
                               row.id)
         # a training pod waits in the queue again, in its old place
+
+
+class _BackendFailed(Exception):
+    """The backend (not a row) failed during a restore."""
+
+    def __init__(self, error: Exception):
+        super().__init__(str(error))
+        self.error = error
+
+
+async def _backend(call):
+    try:
+        return await call
+    except Exception as err:  # noqa: BLE001 - told apart from a bad row's errors
+        raise _BackendFailed(err) from err
+
+
+def _owner(kind: str, namespace: str, name: str, spec: dict) -> Owner:
+    """The owner of a workload's pods: a bare pod for a notebook, a Job of ``replicas`` pods for training."""
+    template = pod_template(spec, spec["priorityClassName"], spec.get("gracePeriodSeconds"))
+    k8s_kind = "Pod" if kind == NOTEBOOK else "Job"
+    return Owner(WorkloadSpec(kind=k8s_kind, namespace=namespace, name=name, template=template,
+                              pods=spec.get("replicas", 1),
+                              completions=spec.get("replicas", 1) if k8s_kind == "Job" else None))
 
 
 def _dns(name: str) -> str:

@@ -13,7 +13,7 @@ import asyncio
 import json
 
 import yaml
-from jupyterhub.services.auth import HubOAuthenticated
+from jupyterhub.services.auth import HubOAuthenticated, UserNotAllowed
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from tornado import web
 
@@ -22,7 +22,12 @@ from ..quota.manifests import load_yaml
 from ..quota.quantity import format_list
 from ..quota.tree import parse_tree
 from ..tenants import tenants_of
-from .controller import Forbidden, Identity
+from .controller import SERVICE, Forbidden, Identity, TooMany
+from .hub import HubError
+from .security import SecureHeaders
+
+#: Deeper than any real submission or tree (a tree is at most a few levels of nodes).
+MAX_JSON_DEPTH = 64
 
 USE_SCOPE, ADMIN_SCOPE = "custom:tenancy:use", "custom:tenancy:admin"
 
@@ -54,7 +59,28 @@ async def identity_of(controller, hub, model: dict) -> Identity:
     return Identity(name=name, admin=admin, tenants=tenants, kind=kind)
 
 
-class APIHandler(HubOAuthenticated, web.RequestHandler):
+def parse_json(raw: bytes, max_depth: int = MAX_JSON_DEPTH):
+    """A request body as JSON: a 400 (``ValidationError``) for anything else, nested too deep included."""
+    try:
+        data = json.loads(raw or b"null")
+    except RecursionError:
+        raise ValidationError(f"the body is nested more than {max_depth} levels deep") from None
+    except ValueError as err:
+        raise ValidationError(f"the body is not JSON: {err}") from None
+    stack = [(data, 1)]
+    while stack:  # iterative: a deep body must not exhaust our stack either
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > max_depth:
+                raise ValidationError(f"the body is nested more than {max_depth} levels deep")
+            stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    return data
+
+
+@web.stream_request_body
+class APIHandler(HubOAuthenticated, SecureHeaders):
+    """Base of the API: hub authentication, a bounded body, JSON errors that never show internals."""
+
     @property
     def controller(self):
         return self.settings["controller"]
@@ -64,6 +90,7 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
         return self.settings["hub"]
 
     def set_default_headers(self):
+        super().set_default_headers()
         self.set_header("Content-Type", "application/json")
         self.set_header("Cache-Control", "no-store")
 
@@ -72,7 +99,10 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
 
     def write_error(self, status_code, **kwargs):
         exc = kwargs.get("exc_info", (None, None, None))[1]
-        message = getattr(exc, "log_message", None) or self._reason
+        if status_code >= 500 and status_code != 503:
+            message = "internal error of the tenancy service; the service's log has the details"
+        else:
+            message = getattr(exc, "log_message", None) or self._reason
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps({"status": status_code, "error": message}))
 
@@ -83,20 +113,83 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
         return super().check_xsrf_cookie()
 
     async def prepare(self):
-        model = await self.hub_auth.get_user(self, sync=False)
-        model = self.check_hub_user(model) if model else None
-        if not model:
+        self._body, self._body_size = [], 0
+        try:
+            model = await self.hub_auth.get_user(self, sync=False)
+        except web.HTTPError as err:
+            if err.status_code < 500:
+                raise
+            self.controller.log.warning("checking a token with the hub failed: %s", err.log_message)
+            raise web.HTTPError(503, "the hub cannot confirm who you are right now; try again in a moment") from None
+        if model and model.get("kind") == "service" and model.get("name") == self.settings.get("service_name"):
+            self.identity = SERVICE  # our own token: the hub's spawner (only the hub and we hold it)
+            return
+        try:
+            checked = self.check_hub_user(model) if model else None
+        except UserNotAllowed:
+            checked = None
+        if not checked:
+            if not model and self._browser_navigation():
+                # A person opened an API address in the browser: log them in through the hub
+                # (OAuth), as the pages do, then come back here with the session's token.
+                self.redirect(HubOAuthenticated.get_login_url(self))
+                return
+            if model:
+                raise web.HTTPError(403, f"the token may not use this service: it needs the scope "
+                                         f"access:services!service={self.settings.get('service_name')}")
             raise web.HTTPError(403, "a hub token with access to this service is required")
-        scopes = set(model.get("scopes") or [])
+        scopes = set(checked.get("scopes") or [])
         if not (_has(scopes, USE_SCOPE) or _has(scopes, ADMIN_SCOPE)):
             raise web.HTTPError(403, f"the token lacks the scope {USE_SCOPE}")
-        self.identity = await identity_of(self.controller, self.hub, model)
+        try:
+            self.identity = await identity_of(self.controller, self.hub, checked)
+        except HubError as err:
+            self.controller.log.warning("%s", err)
+            raise web.HTTPError(503, "the hub cannot be reached to look up your teams; try again in a moment") from None
+        await self._take_turn()
+
+    fair = True  # waits for its user's turn (see fairness.py); a stream that lasts does not
+
+    async def _take_turn(self):
+        share = self.settings.get("fairness")
+        if self.fair and share is not None and getattr(self, "_turn", None) is None:
+            self._turn = self.identity.name
+            await share.enter(self._turn)
+
+    def _end_turn(self):
+        who, self._turn = getattr(self, "_turn", None), None
+        if who is not None:
+            self.settings["fairness"].leave(who)
+
+    def on_finish(self):
+        self._end_turn()
+
+    def on_connection_close(self):
+        super().on_connection_close()
+        self._end_turn()
+
+    def _browser_navigation(self) -> bool:
+        return (self.request.method == "GET" and "Authorization" not in self.request.headers
+                and self.request.headers.get("Sec-Fetch-Mode") == "navigate")
+
+    def data_received(self, chunk: bytes):
+        # Beyond the limit the rest is read and dropped, not kept: closing the connection
+        # mid-body would reach the user as the proxy's 503 instead of our 413.
+        self._body_size += len(chunk)
+        if self._body_size <= self.settings.get("max_body_bytes", 1024 * 1024):
+            self._body.append(chunk)
+
+    def raw_body(self) -> bytes:
+        limit = self.settings.get("max_body_bytes", 1024 * 1024)
+        if self._body_size > limit:
+            raise web.HTTPError(413, f"the request body is {self._body_size:,} bytes; at most {limit:,} are accepted")
+        return b"".join(self._body)
 
     def body(self):
         try:
-            return json.loads(self.request.body or b"null")
-        except ValueError as err:
-            raise web.HTTPError(400, f"the body is not JSON: {err}") from None
+            return parse_json(self.raw_body())
+        except ValidationError as err:
+            raise web.HTTPError(400, str(err)) from None
 
     def send(self, data, status: int = 200):
         self.set_status(status)
@@ -113,7 +206,7 @@ class APIHandler(HubOAuthenticated, web.RequestHandler):
         return row
 
 
-class HealthHandler(web.RequestHandler):
+class HealthHandler(SecureHeaders):
     def get(self):
         self.set_header("Content-Type", "application/json")
         self.finish({"status": "ok"})
@@ -136,11 +229,11 @@ def tenant_view(controller, tenant) -> dict:
 class MeHandler(APIHandler):
     async def get(self):
         who, c = self.identity, self.controller
-        rows = c.store.workloads(user=who.name, namespaces=[t.namespace for t in who.tenants if t.usable], limit=50)
+        rows, _ = c.store.workloads(user=who.name, namespaces=[t.namespace for t in who.tenants if t.usable], limit=50)
         self.send({
             "name": who.name, "kind": who.kind, "admin": who.admin,
             "tenants": [tenant_view(c, t) for t in who.tenants],
-            "workloads": [c.view(r) for r in rows],
+            "workloads": c.views(rows),
             "notices": c.notices(who.name),
         })
 
@@ -161,7 +254,7 @@ class TreeHandler(APIHandler):
     async def put(self):
         if not self.identity.admin:
             raise web.HTTPError(403, "only admins may change the quota tree")
-        raw = self.request.body.decode("utf-8", "replace")
+        raw = self.raw_body().decode("utf-8", "replace")
         try:
             docs = load_yaml(raw, "request body")  # JSON is YAML too
             if len(docs) != 1:
@@ -184,24 +277,45 @@ class TreeHandler(APIHandler):
 
 class WorkloadsHandler(APIHandler):
     async def get(self):
+        """Newest first, a page at a time: ``?limit=`` (1-500, default 100) and ``?continue=`` (the
+        token of the previous page); ``?state=``, ``?kind=`` (repeatable) and ``?mine=true`` filter
+        before the page is cut."""
         c, who = self.controller, self.identity
         namespace = self.get_argument("namespace", None)
         allowed = who.namespaces()
         if namespace is not None and allowed is not None and namespace not in allowed:
             raise web.HTTPError(403, f"{who.name} may not read namespace {namespace}")
-        namespaces = [namespace] if namespace else allowed
-        rows = c.store.workloads(user=None if who.admin or namespace else who.name, namespaces=namespaces)
-        state, kind = self.get_argument("state", None), self.get_argument("kind", None)
-        rows = [r for r in rows if (state is None or r.state == state) and (kind is None or r.kind == kind)]
-        self.send({"workloads": [c.view(r) for r in rows]})
+        if self.get_argument("mine", "false").lower() in ("1", "true", "yes"):
+            user, namespaces = who.name, []
+        else:
+            user, namespaces = (None if who.admin or namespace else who.name), ([namespace] if namespace else allowed)
+        try:
+            limit = int(self.get_argument("limit", "100"))
+        except ValueError:
+            raise web.HTTPError(400, "limit must be a whole number from 1 to 500") from None
+        if not 1 <= limit <= 500:
+            raise web.HTTPError(400, "limit must be a whole number from 1 to 500")
+        try:
+            rows, after = c.store.workloads(
+                user=user, namespaces=namespaces, state=self.get_arguments("state") or None,
+                kind=self.get_arguments("kind") or None, limit=limit, after=self.get_argument("continue", None))
+        except ValueError as err:
+            raise web.HTTPError(400, str(err)) from None
+        self.send({"workloads": c.views(rows), "continue": after})
 
     async def post(self):
+        dry_run = self.get_argument("dryRun", "false").lower() in ("1", "true", "yes")
         try:
+            if dry_run:  # what it would do now (start, wait, evict whom); nothing is stored
+                self.send(self.controller.preview_submit(self.identity, self.body()))
+                return
             row = self.controller.submit(self.identity, self.body())
         except ValidationError as err:
             raise web.HTTPError(400, str(err)) from None
         except Forbidden as err:
             raise web.HTTPError(403, str(err)) from None
+        except TooMany as err:
+            raise web.HTTPError(429, str(err)) from None
         try:
             self.controller.tick()  # answer with the decision when it is immediate
         except Exception:  # noqa: BLE001 - the workload exists; the loop will decide
@@ -216,9 +330,12 @@ class WorkloadHandler(APIHandler):
 
     async def delete(self, wid):
         row = self.workload_or_404(wid)
-        # ?by=spawner: the notebook's own spawner is stopping it (or gave up starting it); the
-        # server is its business, the hub is not asked to stop it (that would end a new spawn).
-        self.controller.cancel(self.identity, row, by_spawner=self.get_argument("by", "") == "spawner")
+        # ?by=spawner: the notebook's spawner is stopping it (or gave up starting it); the server
+        # is its business, the hub is not asked to stop it. Only the spawner's credential may.
+        try:
+            self.controller.cancel(self.identity, row, by_spawner=self.get_argument("by", "") == "spawner")
+        except Forbidden as err:
+            raise web.HTTPError(403, str(err)) from None
         self.send(self.controller.view(row))
 
 
@@ -240,6 +357,8 @@ class LogsHandler(APIHandler):
 
 class EventsHandler(APIHandler):
     """Server-sent events: one ``data:`` line per changed workload the caller may see."""
+
+    fair = False
 
     async def get(self):
         self.set_header("Content-Type", "text/event-stream")
@@ -271,13 +390,15 @@ class MetricsHandler(APIHandler):
     async def prepare(self):
         if self.settings.get("authenticate_metrics", True):
             await super().prepare()
+        else:
+            self._body, self._body_size = [], 0
 
     async def get(self):
         self.set_header("Content-Type", CONTENT_TYPE_LATEST)
         self.finish(generate_latest(self.settings["metrics"].registry))
 
 
-class OpenAPIHandler(web.RequestHandler):
+class OpenAPIHandler(SecureHeaders):
     def get(self):
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps(self.settings["openapi"]))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from urllib.parse import quote
 
@@ -14,12 +15,62 @@ class HubError(Exception):
     pass
 
 
+# -- the service's own token ----------------------------------------------------------
+# The hub hands a managed service its token in JUPYTERHUB_API_TOKEN. Removing it from
+# os.environ leaves it in /proc/<pid>/environ, which every process of the same account can
+# read, so the service re-executes itself at start without it, and takes the token from
+# a pipe it inherits instead (``take_hub_token``).
+TOKEN_ENV = "JUPYTERHUB_API_TOKEN"
+TOKEN_FD_ENV = "TENANCY_HUB_TOKEN_FD"
+_token: str | None = None
+
+
+def take_hub_token() -> None:
+    """Make the hub token this process's own, out of its environment; call first thing at start.
+
+    With ``JUPYTERHUB_API_TOKEN`` in the environment: re-execute this same command line
+    without it (and without the legacy ``JPY_API_TOKEN``), the token written to a pipe
+    whose read end the new image inherits (named by ``TENANCY_HUB_TOKEN_FD``). In the new
+    image (or when the token came that way): read it and close the pipe. Without a token
+    (no hub): nothing to do.
+    """
+    global _token
+    fd = os.environ.pop(TOKEN_FD_ENV, None)
+    if fd is not None:
+        with os.fdopen(int(fd), "rb") as pipe:
+            _token = pipe.read().decode()
+        return
+    token = os.environ.get(TOKEN_ENV) or os.environ.get("JPY_API_TOKEN")
+    if not token:
+        return
+    env = {k: v for k, v in os.environ.items() if k not in (TOKEN_ENV, "JPY_API_TOKEN")}
+    read, write = os.pipe()
+    os.write(write, token.encode())  # far below a pipe's capacity: never blocks
+    os.close(write)
+    os.set_inheritable(read, True)
+    env[TOKEN_FD_ENV] = str(read)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(sys.executable, sys.orig_argv, env)
+    except OSError as err:  # carry on; the token stays readable in /proc/<pid>/environ
+        os.close(read)
+        print(f"tenancy serve: could not restart without the hub token in the environment: {err}", file=sys.stderr)
+        _token = token
+        os.environ.pop(TOKEN_ENV, None)
+
+
+def hub_token() -> str:
+    """The service's hub token: taken in by ``take_hub_token``, else from the environment (in-process use)."""
+    return _token if _token is not None else os.environ.get(TOKEN_ENV, "")
+
+
 class HubClient:
     """Groups (with properties and members), users, and stopping a user's server."""
 
     def __init__(self, api_url: str | None = None, token: str | None = None, *, cache_seconds: float = 5.0):
         self.api_url = (api_url or os.environ.get("JUPYTERHUB_API_URL", "")).rstrip("/")
-        self.token = token or os.environ.get("JUPYTERHUB_API_TOKEN", "")
+        self.token = token or hub_token()
         self.cache_seconds = cache_seconds
         self._groups: tuple[float, list] | None = None
         self._users: dict[str, tuple[float, dict]] = {}
@@ -77,6 +128,15 @@ class HubClient:
     async def stop_server(self, user: str, server: str = "") -> None:
         path = f"/users/{quote(user)}/servers/{quote(server)}" if server else f"/users/{quote(user)}/server"
         await self.request("DELETE", path, ok=(202, 204, 400, 404))
+
+    async def active_servers(self) -> set[tuple[str, str]]:
+        """``(user, server name)`` of every server the hub runs or is starting (needs list:users, read:servers)."""
+        active = set()
+        for model in await self._paginated("/users?state=active"):
+            for name, spawner in (model.get("servers") or {}).items():
+                if spawner.get("ready") or spawner.get("pending"):
+                    active.add((model["name"], name or ""))
+        return active
 
     async def server_running(self, user: str, server: str = "") -> bool:
         model = await self.user(user, fresh=True)

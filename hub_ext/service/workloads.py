@@ -3,36 +3,49 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from ..quota import meta as m
 from ..quota.errors import ValidationError
 from ..quota.pods import PodSpec, parse_pod_spec
-from ..quota.quantity import parse_resource_list
+from ..quota.quantity import _show, parse_resource_list
 
 NOTEBOOK, TRAINING = "notebook", "training"
 KINDS = (NOTEBOOK, TRAINING)
 _FIELDS = {"kind", "name", "tenant", "namespace", "priorityClassName", "resources", "replicas", "command",
            "script", "env", "serverName", "profile", "gracePeriodSeconds"}
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def check_body(body) -> dict:
+@dataclass(frozen=True)
+class Bounds:
+    """How much one submission may carry (the service's traitlets set them)."""
+
+    max_replicas: int = 64
+    max_command_bytes: int = 64 * 1024
+    max_script_bytes: int = 256 * 1024
+    max_env_bytes: int = 64 * 1024
+    max_env_entries: int = 128
+
+
+def check_body(body, bounds: Bounds = Bounds()) -> dict:
     """The submission with its shape checked; ValidationError (a 400) names the field at fault."""
     body = m.mapping(body, "workload")
     m.unknown_keys(body, _FIELDS, "workload")
     kind = body.get("kind", TRAINING)
     if kind not in KINDS:
-        raise ValidationError(f"workload: kind must be notebook or training, got {kind!r}")
+        raise ValidationError(f"workload: kind must be notebook or training, got {_show(kind)}")
     out = {"kind": kind}
     name = body.get("name")
     if name is not None:
         if not isinstance(name, str) or len(name) > 50 or not _NAME.match(name):
-            raise ValidationError(f"workload: name {name!r} must be lowercase letters, digits and '-', at most 50")
+            raise ValidationError(f"workload: name {_show(name)} must be lowercase letters, digits and '-', at most 50")
         out["name"] = name
     for key in ("tenant", "namespace", "priorityClassName", "serverName", "profile"):
         if body.get(key) is not None:
-            if not isinstance(body[key], str):
-                raise ValidationError(f"workload: {key} must be a string")
+            if not isinstance(body[key], str) or len(body[key]) > 255:
+                raise ValidationError(f"workload: {key} must be a string of at most 255 characters")
             out[key] = body[key]
     if "namespace" in out:
         m.namespace_name(out["namespace"], "workload: namespace")
@@ -42,7 +55,10 @@ def check_body(body) -> dict:
         "requests": _quantities(resources.get("requests"), "workload: resources.requests"),
         "limits": _quantities(resources.get("limits"), "workload: resources.limits"),
     }
-    out["replicas"] = m.integer(body.get("replicas", 1), "workload: replicas", minimum=1, maximum=1000)
+    out["replicas"] = m.integer(body.get("replicas", 1), "workload: replicas", minimum=1)
+    if out["replicas"] > bounds.max_replicas:
+        raise ValidationError(f"workload: replicas {out['replicas']} is more than the {bounds.max_replicas} "
+                              "allowed in one job; ask an admin if you need more")
     if kind == NOTEBOOK and out["replicas"] != 1:
         raise ValidationError("workload: a notebook has exactly one replica")
     if kind == TRAINING:
@@ -52,24 +68,51 @@ def check_body(body) -> dict:
         if command is not None:
             if not isinstance(command, list) or not command or not all(isinstance(c, str) for c in command):
                 raise ValidationError("workload: command must be a non-empty list of strings")
+            _at_most(sum(len(c.encode()) + 1 for c in command), bounds.max_command_bytes, "command")
             out["command"] = command
         else:
             if not isinstance(script, str) or not script.strip():
                 raise ValidationError("workload: script must be non-empty Python source")
+            _at_most(len(script.encode()), bounds.max_script_bytes, "script")
             out["script"] = script
     for text in out.get("command", []) + [out.get("script", "")]:
         if "\x00" in text:
             raise ValidationError("workload: command and script must not contain NUL characters")
     env = m.string_map(body.get("env"), "workload: env")
+    if len(env) > bounds.max_env_entries:
+        raise ValidationError(f"workload: env has {len(env)} variables, more than the {bounds.max_env_entries} allowed")
+    _at_most(sum(len(k.encode()) + len(v.encode()) + 2 for k, v in env.items()), bounds.max_env_bytes, "env")
     if any("\x00" in k or "\x00" in v for k, v in env.items()):
         raise ValidationError("workload: env must not contain NUL characters")
     for key in env:
-        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
-            raise ValidationError(f"workload: env name {key!r} is not a valid variable name")
+        if not _ENV_NAME.match(key):
+            raise ValidationError(f"workload: env name {_show(key)} is not a valid variable name")
     out["env"] = env
     if body.get("gracePeriodSeconds") is not None:
         out["gracePeriodSeconds"] = m.integer(body["gracePeriodSeconds"], "workload: gracePeriodSeconds", maximum=3600)
     return out
+
+
+def _at_most(size: int, limit: int, field: str) -> None:
+    if size > limit:
+        raise ValidationError(f"workload: {field} is {size:,} bytes, more than the {limit:,} allowed; "
+                              "put large inputs in a file of your team's storage instead")
+
+
+def with_default_requests(spec: dict, defaults: dict[str, str], limit_ranges) -> dict:
+    """``spec`` with ``defaults`` filled in for the resources it leaves open.
+
+    A resource is open when the submission neither requests nor limits it (a limit
+    alone is the request, as in Kubernetes) and no LimitRange of the namespace gives
+    it a default: the LimitRange is the namespace's own answer and wins.
+    """
+    resources = spec["resources"]
+    given = set(resources["requests"]) | set(resources["limits"])
+    by_range = {res for lr in limit_ranges for item in lr.items for res in item.default_request}
+    filled = {res: str(amount) for res, amount in defaults.items() if res not in given and res not in by_range}
+    if not filled:
+        return spec
+    return {**spec, "resources": {**resources, "requests": {**resources["requests"], **filled}}}
 
 
 def _quantities(raw, what: str) -> dict[str, str]:

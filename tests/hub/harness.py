@@ -370,7 +370,7 @@ class RealHub:
 
     ``config``: a jupyterhub_config.py (or None). It is loaded first; then the harness
     forces what makes the hub hermetic (ports, db, cookie secret, proxy, pid files), adds
-    ``MARKER_ENV`` and isolated ``JUPYTER_*`` dirs to ``c.Spawner.environment``, appends
+    ``MARKER_ENV`` and isolated ``JUPYTER_*`` dirs (not as root) to ``c.Spawner.environment``, appends
     the admin service and its role to ``c.JupyterHub.services`` / ``load_roles`` (unless
     ``register_admin=False``: then ``admin_token`` must be one the config grants), and
     finally runs ``extra_config`` (a string or lines of Python, with ``c`` in scope).
@@ -535,7 +535,10 @@ class RealHub:
             "        if isinstance(_s, dict) and _s.get('command'):",
             "            _s.setdefault('environment', {}).update(_marker)",
         ]
-        if self.isolate_jupyter_dirs:
+        # As root, servers may run as the users' own accounts, which cannot enter the work dir
+        # (nor create their dirs in it); their HOME, which every local spawner sets per user,
+        # keeps their Jupyter dirs apart instead.
+        if self.isolate_jupyter_dirs and not (hasattr(os, "geteuid") and os.geteuid() == 0):
             jroot = os.path.join(w, "jupyter")
             lines += [
                 f"_jroot = {jroot!r}",

@@ -112,7 +112,7 @@ def test_killed_mid_queue_and_restarted(control_plane, api, namespace, node, tmp
         await until(lambda: batch.read_namespaced_job(done, namespace).status.succeeded == 1, f"job {done} to complete")
         await until(lambda: failed(killed), f"job {killed} to fail")
         assert await controller.restore() == 4  # the finished one is done; four are active
-        rows = {r.name: r for r in controller.store.workloads(namespaces=[namespace])}
+        rows = {r.name: r for r in controller.store.workloads(namespaces=[namespace])[0]}
         assert set(rows) == {f"job{i}" for i in range(5)}
         by_pod = {p.name: r.name for r in rows.values() for p in r.pods}
         assert rows[by_pod[done]].state == "Succeeded"

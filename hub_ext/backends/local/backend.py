@@ -6,25 +6,42 @@ a log file. Eviction is SIGTERM to the group, the grace period, then SIGKILL.
 Notebook servers are started by the spawner once admitted; evicting one warns
 its user (an event on the workload) and then stops the server through the hub
 API, recording who preempted it.
+
+Who runs them: when the service runs as root, each user's pods run as that user's
+own system account (``LocalAccounts``: ``jupyter-<name>``, made on demand), in a work
+folder only that account may enter (``workdir``), with umask 077 and none of the
+service's groups. Otherwise every pod runs as the service's own account: one log line
+says so at start-up, and more than one user or tenant is refused unless
+``allow_shared_account`` is set.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import pwd
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
-from traitlets import Dict, Float, List, Unicode
+from traitlets import Bool, Dict, Float, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
 from ...quota.errors import ValidationError
 from ...quota.nodes import parse_node
 from .. import Backend
+from .account_python import others_can_enter, others_can_run
+from .accounts import LocalAccounts, groups_of, running_as_root
+from .workdir import make_workdir, open_owned, read_owned, write_owned
 
 POLL_SECONDS = 0.2
+#: Never handed down to a pod, whatever the service's environment holds.
+SECRET_ENV = ("JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN", "TENANCY_HUB_TOKEN_FD")
+#: ``python script.py``, as __main__, opening the script by its relative path (see ``_command``).
+RUN_SCRIPT = ("import sys; sys.argv[0] = __file__ = 'script.py'; "
+              "exec(compile(open(__file__, 'rb').read(), __file__, 'exec'))")
+REPLACED_LOG = "tenancy: this pod's log file was replaced by something that is not its own file; it is not shown\n"
 
 
 class LocalBackend(LoggingConfigurable, Backend):
@@ -42,15 +59,54 @@ class LocalBackend(LoggingConfigurable, Backend):
 
     data_dir = Unicode(
         "tenancy-data",
-        help="Where training pods run and write their logs (one folder per workload).",
+        help="""
+        Where training pods run and write their logs: ``DATA_DIR/workloads/<id>``, one folder
+        per workload, owned by the workload's account and private to it (mode 0700). The
+        service makes ``DATA_DIR`` and ``DATA_DIR/workloads`` 0711, so that accounts reach
+        their own folders without seeing anyone else's.
+        """,
+    ).tag(config=True)
+
+    python = Unicode(
+        help="""
+        The Python that runs training pods (the runner that records their exit status, and
+        their scripts); also first on their ``PATH``. Every user's account must be able to
+        run it: when this service's own interpreter sits in a folder others cannot enter
+        (pyenv under ``/root``), point this to one they can, as The Littlest JupyterHub's
+        ``/opt/tljh/user`` (``hub_ext.backends.local.account_python.python_for_accounts()``
+        makes one). Default: this service's own interpreter.
+        """,
+    ).tag(config=True)
+
+    @default("python")
+    def _default_python(self):
+        return sys.executable
+
+    allow_shared_account = Bool(
+        False,
+        help="""
+        When the service does not run as root, every user's training jobs run as its own
+        account. They can then read each other's files, logs and work folders, this
+        service's database (every job's environment) and, from its process, its hub token
+        and the scopes that come with it. The service refuses to work for more than one
+        user or tenant that way unless this is True: set it only when every user is
+        trusted with all of that (a demo on your laptop). Run the hub and the service as
+        root instead to give each user an account of their own.
+        """,
     ).tag(config=True)
 
     notebook_warning_seconds = Float(
-        10.0,
+        60.0,
         help="""
-        How long a preempted notebook's user is warned before the server is stopped
-        (capped by the grace period). The warning is an event on the workload, shown on
-        the spawn page, in the API and in the lab extension.
+        How long a preempted notebook's user is warned before the server is stopped: time
+        to save and wrap up. The warning is an event on the workload, and the workload's
+        ``evictionDeadline`` while it lasts: JupyterLab (the tenancy lab extension) shows a
+        countdown and saves every open document before it ends. The preemptor starts once
+        the server is gone, so this is also how long it waits. Example:
+        ``c.LocalBackend.notebook_warning_seconds = 120``.
+
+        .. versionchanged:: 0.2
+           Default 60 (was 10), and no longer capped by the pod's grace period.
         """,
     ).tag(config=True)
 
@@ -66,6 +122,50 @@ class LocalBackend(LoggingConfigurable, Backend):
         super().__init__(**kwargs)
         self.hub = hub
         self._procs: dict[int, subprocess.Popen] = {}
+        self.accounts = LocalAccounts(parent=self)
+        self.per_user = running_as_root()
+        if self.per_user:
+            if not others_can_run(self.python):
+                self.log.warning("LocalBackend.python %s is in a folder other users cannot enter: users' training "
+                                 "jobs will not start; set c.LocalBackend.python to a Python every account can run",
+                                 self.python)
+            data = os.path.dirname(os.path.abspath(self.data_dir))
+            if not others_can_enter(data):
+                self.log.warning("LocalBackend.data_dir %s is in a folder other users cannot enter: training jobs "
+                                 "start in their folders there, but cannot reach them by full path; put it where "
+                                 "they can (e.g. /var/lib/jupyterhub-tenancy)", os.path.abspath(self.data_dir))
+        else:
+            self.log.warning(
+                "LocalBackend: this service does not run as root, so every user's training jobs run as its own "
+                "account (%s) and can read each other's files, this service's database and its hub token; run the "
+                "hub and the service as root to give each user an account", _me().pw_name)
+        self._private_database()
+
+    def _private_database(self) -> None:
+        """The service's SQLite file (with its -wal/-shm/-journal, which SQLite makes with the same mode): 0600."""
+        url = getattr(self.parent, "db_url", "") or ""
+        if not url.startswith("sqlite:///"):
+            return
+        path = url[len("sqlite:///"):].split("?")[0]
+        for name in (path, path + "-wal", path + "-shm", path + "-journal"):
+            try:
+                os.chmod(name, 0o600)
+            except FileNotFoundError:
+                pass
+            except OSError as err:
+                self.log.warning("could not make %s private to this service: %s", name, err)
+
+    def tenants_changed(self, tenants) -> None:
+        """Refuse a multi-user configuration where all users would share the service's account."""
+        if self.per_user or self.allow_shared_account:
+            return
+        users = {m for t in tenants for m in (t.members or [])}
+        if len(tenants) > 1 or len(users) > 1:
+            raise ValidationError(
+                f"LocalBackend: the hub has {len(tenants)} tenant(s) and {len(users)} user(s) in them, but this service "
+                f"does not run as root, so all their training jobs would run as one account ({_me().pw_name}) and could "
+                "read each other's files and this service's hub token. Run the hub and the service as root (each user "
+                "then gets an account of their own), or accept the risk with c.LocalBackend.allow_shared_account = True")
 
     def nodes(self):
         out = []
@@ -76,53 +176,87 @@ class LocalBackend(LoggingConfigurable, Backend):
         return out
 
     # -- training pods -----------------------------------------------------------
-    def _dir(self, row) -> Path:
-        path = Path(self.data_dir).absolute() / "workloads" / row.id
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+    def account_of(self, user: str) -> pwd.struct_passwd:
+        """Whom ``user``'s pods run as: their own account (made if need be), or the service's. Blocking."""
+        return self.accounts.ensure(user) if self.per_user else _me()
 
-    def _command(self, row, workdir: Path) -> list[str]:
+    def _command(self, row, workdir: Path, owner: pwd.struct_passwd) -> list[str]:
         spec = row.spec
         if "command" in spec:
             return list(spec["command"])
-        script = workdir / "script.py"
-        script.write_text(spec["script"])
-        return [sys.executable, str(script)]
+        write_owned(workdir, "script.py", spec["script"], owner.pw_uid, owner.pw_gid)
+        # Not `python script.py`: Python opens a script by its absolute path, which the account may
+        # not be able to walk (a DATA_DIR below a folder only root enters); this opens it relatively.
+        return [self.python, "-c", RUN_SCRIPT]
+
+    def _env(self, row, pod, owner: pwd.struct_passwd) -> dict:
+        # The service's environment, without what makes it the hub's service (a pod is not).
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "JPY_"))}
+        if self.per_user:
+            env.update(HOME=owner.pw_dir, USER=owner.pw_name, LOGNAME=owner.pw_name,
+                       SHELL=owner.pw_shell or "/bin/sh",
+                       PATH=os.path.dirname(self.python) + os.pathsep + env.get("PATH", os.defpath))
+        env.update(self.env)
+        env.update(row.spec.get("env", {}))
+        env.update({"TENANCY_WORKLOAD": row.name, "TENANCY_WORKLOAD_ID": row.id, "TENANCY_NAMESPACE": row.namespace,
+                    "TENANCY_POD": pod.name, "TENANCY_REPLICAS": str(row.spec.get("replicas", 1)),
+                    "TENANCY_NODE": pod.node or "", "PYTHONUNBUFFERED": "1"})
+        for secret in SECRET_ENV:
+            env.pop(secret, None)
+        return env
+
+    def _identity(self, owner: pwd.struct_passwd) -> dict:
+        """Popen arguments that drop to ``owner`` (its uid, its group, its own groups only)."""
+        if not self.per_user:
+            return {}
+        return {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": groups_of(owner)}
 
     async def start(self, row, pod, prow) -> None:
         if row.kind == "notebook":
             return  # the spawner starts the server once it sees the admission
         try:
-            proc, exit_path = self._launch(row, pod, prow)
+            owner = await asyncio.to_thread(self.account_of, row.user)
+            proc, exit_path = self._launch(row, pod, prow, owner)
         except Exception as err:  # noqa: BLE001 - an unstartable pod ends, it does not hold quota
             self.log.error("could not start %s/%s: %s", row.namespace, pod.name, err)
             self.controller.pod_exited(pod.uid, 127)
             return
         await self._watch(pod.uid, proc.pid, exit_path, proc)
 
-    def _launch(self, row, pod, prow):
-        workdir = self._dir(row)
-        log_path, exit_path = workdir / f"{pod.name}.log", workdir / f"{pod.name}.exit"
-        exit_path.unlink(missing_ok=True)
-        env = {**os.environ, **self.env, **row.spec.get("env", {}),
-               "TENANCY_WORKLOAD": row.name, "TENANCY_WORKLOAD_ID": row.id, "TENANCY_NAMESPACE": row.namespace,
-               "TENANCY_POD": pod.name, "TENANCY_REPLICAS": str(row.spec.get("replicas", 1)),
-               "TENANCY_NODE": pod.node or "", "PYTHONUNBUFFERED": "1"}
-        for secret in ("JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN"):
-            env.pop(secret, None)  # not handed down (the service drops it from its own environment too)
-        with open(log_path, "ab") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "hub_ext.backends.local.runner", str(exit_path), "--",
-                 *self._command(row, workdir)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir, env=env,
-                start_new_session=True,
-            )
-        prow.pid, prow.log_path = proc.pid, str(log_path)
+    def _launch(self, row, pod, prow, owner: pwd.struct_passwd):
+        uid, gid = owner.pw_uid, owner.pw_gid
+        workdir = make_workdir(Path(self.data_dir).absolute(), row.id, uid, gid)
+        log_name, exit_name = f"{pod.name}.log", f"{pod.name}.exit"
+        try:
+            os.unlink(workdir / exit_name)  # never follows a link
+        except FileNotFoundError:
+            pass
+        log_fd = open_owned(workdir, log_name, os.O_WRONLY | os.O_APPEND, uid, gid)
+        try:
+            prow.log_path = str(workdir / log_name)
+            # Paths relative to the work folder: the account may not be able to cross its ancestors.
+            command = [self.python, "-m", "hub_ext.backends.local.runner", exit_name, "--",
+                       *self._command(row, workdir, owner)]
+            try:
+                proc = subprocess.Popen(
+                    command, stdout=log_fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir,
+                    env=self._env(row, pod, owner), start_new_session=True, umask=0o077, **self._identity(owner),
+                )
+            except OSError as err:
+                why = f"{owner.pw_name} cannot run {self.python}: {err.strerror or err}"
+                if isinstance(err, PermissionError) and self.per_user:
+                    why += " (LocalBackend.python must be a Python every user's account can run)"
+                os.write(log_fd, f"tenancy: could not start this pod: {why}\n".encode())
+                raise OSError(why) from None
+        finally:
+            os.close(log_fd)
+        prow.pid = proc.pid
         # Durable at once: a service that dies now must find this process again, not start another.
         self.controller.store.commit()
         self._procs[pod.uid] = proc
-        self.log.info("started %s/%s (pid %s) on %s", row.namespace, pod.name, proc.pid, pod.node)
-        return proc, exit_path
+        self.log.info("started %s/%s (pid %s, as %s) on %s", row.namespace, pod.name, proc.pid, owner.pw_name,
+                      pod.node)
+        return proc, workdir / exit_name
 
     async def _watch(self, uid: int, pid: int, exit_path: Path, proc=None) -> None:
         while True:
@@ -161,11 +295,14 @@ class LocalBackend(LoggingConfigurable, Backend):
             self.controller.eviction_done(pod.uid)
 
     async def _evict_notebook(self, row, pod, grace: float, reason) -> None:
-        warn = max(0.0, min(self.notebook_warning_seconds, grace))
+        # The warning window is the user's time to save, on top of the stop's grace period.
+        warn = max(0.0, self.notebook_warning_seconds)
         server = row.spec.get("serverName") or ""
+        now = self.controller.clock()
+        self.controller.warn_eviction(row.id, now + warn, reason.message)
         self.controller.store.record(
-            self.controller.clock(), "warning",
-            f"your notebook server will be stopped in {warn:.0f}s: {reason.message}", row.id, reason.details)
+            now, "warning", f"your notebook server will be stopped in {warn:.0f}s: {reason.message}", row.id,
+            reason.details)
         self.controller.store.commit()
         self.controller.notify([row.id])
         await asyncio.sleep(warn)
@@ -204,7 +341,7 @@ class LocalBackend(LoggingConfigurable, Backend):
                 return "gone"
             return "running" if running else "gone"
         exit_path = Path(prow.log_path or "").with_suffix(".exit") if prow.log_path else None
-        if prow.pid and _alive(prow.pid) and not (exit_path and exit_path.exists()):
+        if prow.pid and _alive(prow.pid) and not (exit_path and os.path.lexists(exit_path)):
             asyncio.ensure_future(self._watch(pod.uid, prow.pid, exit_path))
             self._procs[pod.uid] = None
             return "running"
@@ -212,13 +349,19 @@ class LocalBackend(LoggingConfigurable, Backend):
         return ("exited", code) if code is not None else "gone"
 
     def logs(self, row, prow, tail_bytes: int = 1_000_000) -> str:
-        if not prow.log_path or not os.path.exists(prow.log_path):
+        if not prow.log_path or not os.path.lexists(prow.log_path):
             return ""
-        with open(prow.log_path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - tail_bytes))
-            return f.read().decode("utf-8", "replace")
+        data = read_owned(prow.log_path, _folder_owner(prow.log_path), tail_bytes=tail_bytes)
+        return REPLACED_LOG if data is None else data.decode("utf-8", "replace")
+
+
+def _me() -> pwd.struct_passwd:
+    """This process's own account (a stand-in when its uid has no name, as in some containers)."""
+    try:
+        return pwd.getpwuid(os.geteuid())
+    except KeyError:
+        return pwd.struct_passwd((str(os.geteuid()), "x", os.geteuid(), os.getegid(), "",
+                                  os.environ.get("HOME", "/"), "/bin/sh"))
 
 
 def _alive(pid: int) -> bool:
@@ -243,8 +386,20 @@ def _signal_group(pid: int, sig) -> None:
         pass
 
 
-def _read_exit(path: Path | None) -> int | None:
+def _folder_owner(path) -> int:
+    """Whose a work folder's files must be: the folder's owner (its account; only root can change it)."""
     try:
-        return int(path.read_text().strip()) if path else None
-    except (OSError, ValueError):
+        return os.lstat(os.path.dirname(os.path.abspath(path))).st_uid
+    except OSError:
+        return -1
+
+
+def _read_exit(path: Path | None) -> int | None:
+    """The exit status the runner recorded (as the pod's account) in ``path``, if it is that account's file."""
+    if path is None:
+        return None
+    data = read_owned(path, _folder_owner(path), tail_bytes=64)
+    try:
+        return int(data.decode().strip()) if data is not None else None
+    except ValueError:
         return None

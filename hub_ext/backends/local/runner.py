@@ -4,6 +4,10 @@ The command runs in the runner's process group, which the backend signals as a
 whole (SIGTERM, then SIGKILL after the grace period). The runner outlives the
 SIGTERM itself, waits for the command and writes its exit status to EXIT_FILE,
 so a restarted service can learn how a pod it did not start itself ended.
+
+The runner already runs as the pod's account, in its work folder (EXIT_FILE is
+relative to it): the file is the account's own, private (umask 077), and the
+service reads it as root without following links (``workdir.read_owned``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,137 @@
+"""The tenancy service's life with a real hub: it goes when its hub goes, exactly one runs after
+a hub restart, and a bad row does not stop it. Each test has a hub of its own (the demo's
+configuration on random ports: JupyterHub, configurable-http-proxy, the managed service).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import _make_hub, _start
+from harness import free_port, proc_alive
+
+ROOT = Path(os.environ.get("TENANCY_TEST_ROOT", Path(__file__).resolve().parents[2]))
+API = "/services/tenancy/api/v1"
+
+
+@pytest.fixture
+def demo_hub(chp_path, tmp_path_factory):
+    hubs = []
+
+    def make():
+        work = tmp_path_factory.mktemp("lifecycle-hub")
+        env = {"TENANCY_DEMO_STATE": str(work / "state"), "TENANCY_SERVICE_PORT": str(free_port())}
+        if "TENANCY_TEST_ROOT" in os.environ:  # checking an older tree: its code, not the installed one
+            env["PYTHONPATH"] = str(ROOT)
+        hub = _make_hub(chp_path, work, ROOT / "demo" / "jupyterhub_config.py", env=env)
+        hubs.append(hub)
+        _start(hub)
+        hub.tokens = {}
+        wait_for(lambda: answers(hub), "the tenancy service to answer")
+        return hub
+
+    yield make
+    for hub in hubs:
+        hub.stop()
+
+
+def wait_for(predicate, what: str, timeout: float = 60, interval: float = 0.3):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(interval)
+
+
+def answers(hub) -> bool:
+    try:
+        return hub.request("GET", f"{API}/health", timeout=5).status_code == 200
+    except Exception:  # noqa: BLE001 - the proxy or the service is not there (yet)
+        return False
+
+
+def token(hub, user: str) -> str:
+    if user not in hub.tokens:
+        hub.login(user, "demo")  # group membership comes from the authenticator at login
+        hub.tokens[user] = hub.token_for(user)
+    return hub.tokens[user]
+
+
+def svc(hub, user: str, method: str, path: str, json=None):
+    r = hub.request(method, API + path, token=token(hub, user), json=json)
+    body = r.json() if r.headers.get("Content-Type", "").startswith("application/json") else r.text
+    return r.status_code, body
+
+
+def service_pids(hub) -> list[int]:
+    """Every live tenancy service process of this hub (old or new)."""
+    return sorted(pid for pid, cmd in hub.process_cmdlines().items()
+                  if "serve" in cmd and any(part.endswith("tenancy_config.py") for part in cmd))
+
+
+def kill_hub(hub) -> None:
+    """``kill -9`` of the hub process alone: its proxy and its managed service live on."""
+    os.kill(hub.proc.pid, signal.SIGKILL)
+    hub.proc.wait(10)
+
+
+def test_the_service_exits_soon_after_its_hub_is_killed(demo_hub):
+    hub = demo_hub()
+    [pid] = service_pids(hub)
+    kill_hub(hub)
+    started = time.monotonic()
+    wait_for(lambda: not proc_alive(pid), "the orphaned service to exit", timeout=30)
+    assert time.monotonic() - started < 10  # the parent watch checks every second
+    assert "has exited: the tenancy service exits" in hub.log_path.read_text(errors="replace")
+
+
+def test_a_hub_killed_and_started_again_runs_exactly_one_service_that_answers(demo_hub):
+    hub = demo_hub()
+    assert svc(hub, "alice", "GET", "/me")[0] == 200
+    [old] = service_pids(hub)
+    kill_hub(hub)
+    hub.start()  # same ports, database and state: the new hub starts its own service
+    wait_for(lambda: answers(hub), "the service after the hub restart", timeout=90)
+    assert not proc_alive(old)
+    [new] = service_pids(hub)
+    assert new != old
+    hub.tokens.clear()  # alice's token still works, but log in afresh as a user would
+    status, me = svc(hub, "alice", "GET", "/me")
+    assert status == 200 and me["name"] == "alice"
+    time.sleep(5)  # no crash loop behind it: still the same one process
+    assert service_pids(hub) == [new] and answers(hub)
+
+
+def test_a_bad_row_is_quarantined_and_the_service_serves_the_others(demo_hub):
+    hub = demo_hub()
+    # jobs that wait (more GPUs than the node has), so that nothing runs behind the test's back
+    body = {"command": ["sleep", "1"], "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "16"}}}
+    good, bad = (svc(hub, "alice", "POST", "/workloads", {**body, "name": name})[1] for name in ("good", "bad"))
+    assert good["state"] == bad["state"] == "Pending", (good, bad)
+    db = Path(hub.extra_env["TENANCY_DEMO_STATE"]) / "tenancy.sqlite"
+    with sqlite3.connect(db) as conn:  # the row damaged behind the service's back
+        conn.execute("UPDATE workloads SET spec = '{\"kind\": \"training\", oops' WHERE id = ?", (bad["id"],))
+    [pid] = service_pids(hub)
+    os.kill(pid, signal.SIGKILL)  # the hub starts it again; it reads the database at start
+    wait_for(lambda: service_pids(hub) not in ([], [pid]) and answers(hub), "the service to come back", timeout=90)
+    status, got = svc(hub, "alice", "GET", f"/workloads/{good['id']}")
+    assert status == 200 and got["state"] == "Pending" and got["position"] == 1
+    assert svc(hub, "alice", "GET", f"/workloads/{bad['id']}")[0] == 404
+    listed = [w["id"] for w in svc(hub, "alice", "GET", "/workloads")[1]["workloads"]]
+    assert good["id"] in listed and bad["id"] not in listed
+    log = hub.log_path.read_text(errors="replace")
+    [line] = [line for line in log.splitlines() if f"workload {bad['id']} moved aside" in line]
+    assert "not valid JSON" in line and "table quarantine" in line
+    with sqlite3.connect(db) as conn:
+        kept = conn.execute("SELECT row_id, data FROM quarantine").fetchall()
+    assert [r[0] for r in kept] == [bad["id"]] and "oops" in kept[0][1]
+    svc(hub, "alice", "DELETE", f"/workloads/{good['id']}")
