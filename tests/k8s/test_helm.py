@@ -1,4 +1,4 @@
-"""The Helm chart (deploy/helm/jupyterhub-tenancy) on a real control plane.
+"""The Helm chart (helm/) on a real control plane.
 
 - ``helm lint --strict`` and ``helm template`` with the default values and with others;
   the generated ``tenancy_config.py`` loads and says what the values say;
@@ -49,7 +49,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 from provision_fixtures import impersonating, quota_ready, service_account_ready, until, wait_for  # noqa: E402
 
-CHART = REPO / "deploy" / "helm" / "jupyterhub-tenancy"
+CHART = REPO / "helm"
 HELM_VERSION = "v3.22.0"
 HELM = Path(os.environ.get("TENANCY_HELM")
             or Path.home() / ".cache" / "jupyterhub-tenancy" / f"helm-{HELM_VERSION}" / "bin" / "helm")
