@@ -39,6 +39,7 @@ class PodDef:
     preemptible: bool = True
     selector: dict = field(default_factory=dict)
     grace: int | None = None
+    gang: int = 0  # > 1: a gang of that many pods, named ``<name>-0`` ... (``submit_pods``)
 
     @property
     def namespace(self) -> str:
@@ -47,6 +48,11 @@ class PodDef:
     @property
     def name(self) -> str:
         return self.ref.split("/")[1]
+
+    @property
+    def refs(self) -> list[str]:
+        """The refs of its pods: itself, or a gang's members."""
+        return [self.ref] if self.gang <= 1 else [f"{self.ref}-{i}" for i in range(self.gang)]
 
     def spec(self):
         requests = {}
@@ -77,17 +83,27 @@ def engine(tree_obj=None, nodes: dict | None = None, labels: dict | None = None)
 
 
 def submit(eng: Engine, pod: PodDef, now: float):
+    assert pod.gang <= 1, "a gang: use submit_pods"
     return eng.submit(pod.namespace, pod.name, pod.spec(), now, preemptible=pod.preemptible)
 
 
+def submit_pods(eng: Engine, pod: PodDef, now: float) -> list:
+    """Submit ``pod``: one pod, or a gang of ``pod.gang`` pods (``Engine.submit_gang``)."""
+    if pod.gang <= 1:
+        return [submit(eng, pod, now)]
+    return eng.submit_gang(pod.namespace, [r.split("/")[1] for r in pod.refs], pod.spec(), now,
+                           preemptible=pod.preemptible, name=pod.ref)
+
+
 def run_all(eng: Engine, pods, start: float = 0.0) -> dict:
-    """Submit and admit ``pods`` one at a time (pod i at time start + i); all must start."""
+    """Submit and admit ``pods`` one at a time (pod or gang i at time start + i); all must start."""
     out = {}
     for i, pod in enumerate(pods):
-        p = submit(eng, pod, start + i)
+        ps = submit_pods(eng, pod, start + i)
         eng.schedule(start + i)
-        assert p.phase is Phase.RUNNING, f"{pod.ref} did not start: {p.reason}"
-        out[pod.ref] = p
+        for p in ps:
+            assert p.phase is Phase.RUNNING, f"{pod.ref} did not start: {p.reason}"
+            out[ref(p)] = p
     return out
 
 

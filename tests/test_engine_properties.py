@@ -1,28 +1,48 @@
-"""Property-based tests of the scheduler engine against DESIGN.md "Semantics".
+"""Property-based tests of the scheduler engine against DESIGN.md "Semantics" (Preemption as revised 2026-12-01).
 
 Random valid quota trees (1-3 levels, 1-6 leaves; cpu and sometimes
 nvidia.com/gpu; a resource guaranteed, only capped, or not managed at all),
-random clusters (1-6 nodes), namespaces on leaves and outside the tree, and
-random sequences of operations (submit, schedule, complete an eviction,
-finish, fail or delete a pod, settle). After every step the invariants are
-recomputed from the pods alone, independently of the engine's counters:
+random clusters (1-6 nodes of 2-16 cpus), namespaces on leaves and outside the
+tree, pods of several sizes (1-8 cpus, 0-2 GPUs; all of 1 cpu in "unit"
+configurations), some of them gangs of 2-3 pods, and random sequences of
+operations (submit, schedule, complete an eviction, finish, fail or delete a
+pod, settle). After every step the invariants are recomputed from the pods
+alone, independently of the engine's counters:
 
 1. no quota node above ``max``, counting pods running or terminating; the
    engine's ``used`` is exactly what running and nominated pods request;
 2. no cluster node over its allocatable, now or once evictions complete;
-3. a victim's side was above ``min`` and never drops below it (rules 1 and 2;
-   judged for the contested resources, see ``preemption/policy.py``), and
-   reclaim needs the preemptor's side within ``min`` (rule 1);
-4. no futile eviction: each plan makes room and is minimal, and a nominated
-   pod starts as soon as its victims are gone and the room is really free;
-5. after settling, a leaf with a pending pod that fits in its guarantee has
-   got its guarantee back (unit pods, so fragmentation cannot block it);
-6. after settling, no pending pod would fit by evicting a set of pods the
-   rules allow (lower priority of its own leaf, of borrowing leaves, of
-   namespaces outside the tree; reclaimable pods of other subtrees);
-7. the same operations give the same decisions;
-8. ``preemptionPolicy: Never`` pods never evict; non-preemptible pods are never
-   victims and run only within ``min``.
+3. every eviction is allowed, victim by victim in the order taken (a gang is
+   one victim of its whole size): by rule 1 (reclaim: below the lowest common
+   ancestor the preemptor's side is within ``min`` once the whole plan is
+   gone; the victim's side used more than its ``min`` of each contested
+   resource the victim frees, counting the victims taken before it) or by
+   rule 2 (priority: strictly lower priority, in the preemptor's own leaf or
+   in a leaf whose side stays at or above ``min`` once the whole plan is gone);
+4. no futile eviction: each plan makes room (a node for each of the
+   preemptor's pods) and is minimal (no victim can be spared: without it there
+   is no room, or another victim is no longer allowed), a nominated pod starts
+   as soon as its victims are gone and the room is really free, and every pod
+   that evicted in a settle runs by its end (no eviction admits nothing);
+5. after settling, the guarantee holds (see ``check_guarantee``): no pending
+   pod whose path below the root stays within ``min`` with it admitted, while
+   the other subtrees hold more than its shortfall above their ``min`` (the
+   caveats, stated there, are DESIGN's: pods are atomic, the set is minimal,
+   a node must have room); with unit pods, simply: a leaf with a pending pod
+   that fits in its guarantee has got its guarantee back;
+6. after settling, no pending pod while lower-priority pods of its own leaf
+   together free its size (on a node, and on every quota node of its path);
+7. after settling, no pending pod would fit by evicting a set of pods the
+   rules allow, found greedily (sound, not complete);
+8. the same operations give the same decisions;
+9. ``preemptionPolicy: Never`` pods never evict; non-preemptible pods are never
+   victims and run only within ``min``;
+10. no gang is ever partly running: never some of its pods waiting while others
+   hold room; its pods are admitted, nominated and evicted in one decision.
+
+The number of examples comes from a hypothesis profile: "engine-ci" (the
+default, what CI runs) or "engine-deep" (``ENGINE_PROPERTIES_PROFILE=engine-deep``,
+for a run by hand); ``ENGINE_PROPERTIES_EXAMPLES`` overrides either.
 
 The engine bugs these properties found have minimal regression tests at the
 end of the file.
@@ -37,7 +57,7 @@ import pytest
 from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from builders import PodDef, engine, node, submit, tree
+from builders import PodDef, engine, node, submit, submit_pods, tree
 from hub_ext.scheduler.engine import Engine
 from hub_ext.scheduler.model import Phase
 
@@ -68,7 +88,7 @@ class Config:
     qnodes: dict | None  # name -> QSpec, root first; None: no tree
     nodes: list  # [(name, {resource: milli})]
     namespaces: list  # namespaces on leaves, then namespaces outside the tree
-    unit: bool = False  # only 1-cpu pods and every quota node manages cpu (invariant 5)
+    unit: bool = False  # only 1-cpu pods and every quota node manages cpu (invariant 5's simple form)
 
     def leaf_of(self, ns: str) -> str | None:
         if not self.qnodes:
@@ -123,10 +143,10 @@ def build_engine(cfg: Config) -> Engine:
     return engine(t, {name: {r: _qty(r, a) for r, a in alloc.items()} for name, alloc in cfg.nodes})
 
 
-def pod(ref: str, cpu: int = 0, gpu: int = 0, pc: str = LOW, never=False, preemptible=True) -> PodDef:
-    """A pod of ``cpu``/``gpu`` milli-units."""
+def pod(ref: str, cpu: int = 0, gpu: int = 0, pc: str = LOW, never=False, preemptible=True, gang: int = 0) -> PodDef:
+    """A pod of ``cpu``/``gpu`` milli-units (``gang`` > 1: a gang of that many)."""
     return PodDef(ref, cpu=f"{cpu}m" if cpu else None, gpu=gpu // UNIT if gpu else None, pc=pc, never=never,
-                  preemptible=preemptible)
+                  preemptible=preemptible, gang=gang)
 
 
 # ---------------------------------------------------------------------------
@@ -139,7 +159,7 @@ def configs(draw, unit: bool | None = None, with_tree: bool | None = None):
     resources = [CPU, GPU] if gpu else [CPU]
     nodes = []
     for i in range(draw(st.sampled_from([1, 1, 2, 2, 3, 4, 5, 6]))):
-        alloc = {CPU: draw(st.sampled_from([2, 2, 4, 4, 6, 8])) * UNIT}
+        alloc = {CPU: draw(st.sampled_from([2, 4, 4, 6, 8, 8, 16] if not unit else [2, 2, 4, 4, 6, 8])) * UNIT}
         if gpu:
             g = draw(st.sampled_from([0, 1, 2, 4]))
             if g:
@@ -173,13 +193,28 @@ def configs(draw, unit: bool | None = None, with_tree: bool | None = None):
 
         build(0, None, 6)
         # Quotas top down; children's min sum <= the parent's min where the parent names the resource.
+        # "Shared out" trees (as the seeds' and issue 9's): the root guarantees and caps the cluster, every
+        # node guarantees part of its parent's guarantee and may use the whole root, so teams borrow.
+        shared_out = draw(st.integers(0, 2)) == 0
         left: dict = {}  # (node, resource) -> guarantee still free for its children
         for name, q in qnodes.items():
             for r in resources:
                 parent_names = q.parent is not None and r in qnodes[q.parent].managed
                 modes = ["min+max", "min+max", "min", "max"] + ([] if unit else ["none"])
-                mode = draw(st.sampled_from(modes))
+                mode = "min+max" if shared_out else draw(st.sampled_from(modes))
                 if mode == "none":
+                    continue
+                if shared_out:
+                    total = cap.get(r, 0) // UNIT
+                    if q.parent is None:
+                        low = total
+                    else:  # about an equal share of the parent's guarantee
+                        share = qnodes[q.parent].min[r] // UNIT // len(qnodes[q.parent].children)
+                        low = min(draw(st.integers(max(share - 1, 0), share)), left[(q.parent, r)] // UNIT)
+                    q.min[r], q.max[r] = low * UNIT, total * UNIT
+                    if q.parent is not None:
+                        left[(q.parent, r)] -= q.min[r]
+                    left[(name, r)] = q.min[r]
                     continue
                 if parent_names:
                     low = draw(st.integers(0, left[(q.parent, r)] // UNIT)) * UNIT if mode != "max" else 0
@@ -191,7 +226,7 @@ def configs(draw, unit: bool | None = None, with_tree: bool | None = None):
                 if mode in ("min+max", "min"):
                     q.min[r] = low
                 if mode in ("min+max", "max"):
-                    q.max[r] = low + draw(st.integers(0, 6)) * UNIT
+                    q.max[r] = low + draw(st.integers(0, 6 if unit else 10)) * UNIT
                 left[(name, r)] = q.min.get(r, 0)
         for name, q in qnodes.items():
             if not q.children:
@@ -214,9 +249,20 @@ def _nz(resources: dict) -> dict:
     return {r: a for r, a in resources.items() if a}
 
 
+def _total(pods) -> dict:
+    out: dict = {}
+    for p in pods:
+        _add(out, p.requests)
+    return out
+
+
 def booked(p) -> bool:
     """Counted in quota ``used``: running (not terminating) or nominated."""
     return p.phase is Phase.RUNNING or p.nominated
+
+
+def waiting(p) -> bool:
+    return p.phase is Phase.PENDING and p.node is None
 
 
 def quota_usage(cfg: Config, pods, include=lambda p: True) -> dict:
@@ -239,8 +285,22 @@ def room(eng: Engine, include) -> dict:
     return out
 
 
+def units_of(pods) -> list[list]:
+    """Pods grouped as the engine deals in them: a gang's together (in the order first met), others alone."""
+    out, gangs = [], {}
+    for p in pods:
+        if p.gang is None:
+            out.append([p])
+        elif p.gang.uid in gangs:
+            gangs[p.gang.uid].append(p)
+        else:
+            gangs[p.gang.uid] = [p]
+            out.append(gangs[p.gang.uid])
+    return out
+
+
 def check_quota(cfg: Config, eng: Engine) -> None:
-    """Invariant 1, invariant 8 (non-preemptible within min) and the guarantees in force."""
+    """Invariant 1, invariant 9 (non-preemptible within min) and the guarantees in force."""
     for p in eng.pods.values():
         want = cfg.leaf_of(p.namespace) or f"namespace/{p.namespace}"
         assert p.leaf.name == want, f"pod {p.name} on quota leaf {p.leaf.name}, expected {want}"
@@ -278,7 +338,7 @@ def check_cluster(eng: Engine) -> None:
 
 
 def check_nominations(eng: Engine) -> None:
-    """Invariant 4: a nominated pod waits only for terminating pods it evicted; victims are preemptible."""
+    """Invariant 4: a nominated pod waits only for terminating pods its gang evicted; victims are preemptible."""
     for p in eng.pods.values():
         if p.phase is Phase.TERMINATING:
             assert p.preemptible, f"non-preemptible {p.name} is terminating"
@@ -289,28 +349,100 @@ def check_nominations(eng: Engine) -> None:
                     f"{p.name} waits for pod {uid}, which is {'gone' if v is None else v.phase}: it can never start")
 
 
+def check_gangs(eng: Engine) -> None:
+    """Invariant 10: no gang has pods waiting while others hold room (running, terminating or nominated)."""
+    seen = set()
+    for p in eng.pods.values():
+        if p.gang is None or p.gang.uid in seen:
+            continue
+        seen.add(p.gang.uid)
+        members = p.gang.members
+        holding = [m.name for m in members if m.phase in (Phase.RUNNING, Phase.TERMINATING) or m.nominated]
+        idle = [m.name for m in members if waiting(m)]
+        assert not (holding and idle), f"gang {p.gang.name} partly running: {holding} hold room, {idle} wait"
+
+
 def snapshot(eng: Engine) -> dict:
     """What a schedule() pass starts from: uid -> (phase, node), and the queue in order."""
     return {"state": {uid: (p.phase, p.node) for uid, p in eng.pods.items()}, "queue": [p.uid for p in eng.pending]}
 
 
-def fits(cfg: Config, p, used_q: dict, free: dict, victims=(), leaving_q: dict | None = None) -> bool:
-    """Whether ``p`` fits every quota max on its path and some node of ``free`` once ``victims`` are gone.
+def placeable(request: dict, count: int, free: dict, extra: dict | None = None) -> bool:
+    """Whether ``count`` pods of ``request`` get a node each, all at once, in ``free`` (+ ``extra``) per node."""
+    slots = 0
+    for name, have in free.items():
+        more = (extra or {}).get(name, {})
+        n = count
+        for r, a in request.items():
+            if a > 0:
+                left = have.get(r, 0) + more.get(r, 0)
+                n = min(n, left // a if left > 0 else 0)
+        slots += n
+    return slots >= count
 
-    ``leaving_q``: usage of terminating pods, which counts against max for a pod that starts at once.
-    """
+
+def fits(cfg: Config, unit, used_q: dict, free: dict, victims=(), leaving_q: dict | None = None) -> bool:
+    """Whether ``unit`` (a pod's, or a waiting gang's pods) fits every quota max on its path and gets a node
+    for each pod in ``free`` once ``victims`` are gone. ``leaving_q``: usage of terminating pods, which
+    counts against max for a unit that starts at once."""
+    p, total = unit[0], _total(unit)
     freed_q = quota_usage(cfg, victims)
     for name in cfg.path(p.namespace):
         for r, cap in cfg.qnodes[name].max.items():
-            need = p.requests.get(r, 0)
+            need = total.get(r, 0)
             held = used_q[name].get(r, 0) - freed_q[name].get(r, 0) + (leaving_q[name].get(r, 0) if leaving_q else 0)
             if need and held + need > cap:
                 return False
     freed_n: dict = {}
     for v in victims:
         _add(freed_n.setdefault(v.node, {}), v.requests)
-    return any(all(free[n].get(r, 0) + freed_n.get(n, {}).get(r, 0) >= a for r, a in p.requests.items())
-               for n in free)
+    return placeable(p.requests, len(unit), free, freed_n)
+
+
+def own_leaf(cfg: Config, p, v) -> bool:
+    vpath, path = cfg.path(v.namespace), cfg.path(p.namespace)
+    return v.namespace == p.namespace or bool(vpath and path and vpath[0] == path[0])
+
+
+def plan_rules(cfg: Config, unit, victims: list[list], used_q: dict, contested: set) -> list[str] | None:
+    """The rule allowing each victim unit of a plan, in the order taken (DESIGN.md "Preemption", rules 1 and
+    2, revised 2026-12-01), or None with the first one the rules refuse. ``used_q``: usage before the plan."""
+    p, req = unit[0], _nz(_total(unit))
+    mins, path = cfg.expected_min(), cfg.path(p.namespace)
+    after = {n: dict(u) for n, u in used_q.items()}
+    for v in victims:
+        for name in cfg.path(v[0].namespace):
+            _add(after[name], _total(v), -1)
+    before = {n: dict(u) for n, u in used_q.items()}
+    rules = []
+    for v in victims:
+        first, total = v[0], _total(v)
+        vpath = cfg.path(first.namespace)
+        rule = None
+        if own_leaf(cfg, p, first):
+            rule = "priority" if first.priority < p.priority else None
+        else:
+            lca = next((n for n in vpath if n in path), None)  # None: the virtual top (or "outside")
+            below = vpath[: vpath.index(lca)] if lca is not None else vpath
+            mine = path[: path.index(lca)] if lca is not None else path
+            reclaim = bool(mine) and all(
+                [r for r in req if r in cfg.qnodes[n].managed]
+                and all(after[n].get(r, 0) + a <= mins[n].get(r, 0)
+                        for r, a in req.items() if r in cfg.qnodes[n].managed)
+                for n in mine)
+            managed_contested = [(n, r) for n in below for r in contested
+                                 if total.get(r) and r in cfg.qnodes[n].managed]
+            if reclaim and all(before[n].get(r, 0) > mins[n].get(r, 0) for n, r in managed_contested):
+                rule = "reclaim"
+            elif first.priority < p.priority and all(after[n].get(r, 0) >= mins[n].get(r, 0)
+                                                     for n, r in managed_contested):
+                rule = "priority"
+        if rule is None:
+            return None
+        rules.append(rule)
+        for name in vpath:
+            _add(before[name], total, -1)
+    return rules
 
 
 class _Replay:
@@ -351,33 +483,38 @@ class _Replay:
             if usage is self.used_q and not p.preemptible:
                 _add(self.np_q[name], p.requests, sign)
 
-    def np_within_min(self, p, mins: dict) -> bool:
-        """Rule 4: non-preemptible ``p`` stays within min on its path, for the resources each node manages."""
+    def np_within_min(self, unit, mins: dict) -> bool:
+        """Rule 4: a non-preemptible unit stays within min on its path, for the resources each node manages."""
+        p, total = unit[0], _total(unit)
         return all(self.np_q[n].get(r, 0) + a <= mins[n].get(r, 0)
-                   for n in self.cfg.path(p.namespace) for r, a in p.requests.items() if r in self.cfg.qnodes[n].managed)
+                   for n in self.cfg.path(p.namespace) for r, a in total.items() if r in self.cfg.qnodes[n].managed)
 
-    def ready(self, p) -> bool:
-        """Whether nominated ``p`` may start: victims gone, node room really free, every max kept."""
-        if p.waiting_for:
+    def ready(self, unit) -> bool:
+        """Whether nominated ``unit`` may start: victims gone, node room really free, every max kept."""
+        if any(p.waiting_for for p in unit):
             return False
-        if any(self.running[p.node].get(r, 0) < a for r, a in p.requests.items()):
+        need: dict = {}
+        for p in unit:
+            _add(need.setdefault(p.node, {}), p.requests)
+        if any(self.running[n].get(r, 0) < a for n, req in need.items() for r, a in req.items()):
             return False
+        total = _total(unit)
         return all(self.used_q[n].get(r, 0) + self.leaving_q[n].get(r, 0) <= cap
-                   for n in self.cfg.path(p.namespace) for r, cap in self.cfg.qnodes[n].max.items()
-                   if p.requests.get(r, 0))
+                   for n in self.cfg.path(unit[0].namespace) for r, cap in self.cfg.qnodes[n].max.items()
+                   if total.get(r, 0))
 
-    def contested(self, p) -> set:
-        """What ``p`` is short of: resources at a quota max on its path, or that no node has enough of now."""
-        req = p.requests
+    def contested(self, unit) -> set:
+        """What ``unit`` is short of: resources at a quota max on its path, or that no node has enough of now."""
+        p, req, total = unit[0], unit[0].requests, _total(unit)
         out = {r for n in self.cfg.path(p.namespace) for r, cap in self.cfg.qnodes[n].max.items()
-               if req.get(r, 0) and self.used_q[n].get(r, 0) + req[r] > cap}
-        if not any(all(free.get(r, 0) >= a for r, a in req.items()) for free in self.now.values()):
+               if total.get(r, 0) and self.used_q[n].get(r, 0) + total[r] > cap}
+        if not placeable(req, len(unit), self.now):
             out |= {r for r, a in req.items() if max(free.get(r, 0) for free in self.now.values()) < a} or set(req)
         return out
 
 
 def check_schedule(cfg: Config, eng: Engine, before: dict, d) -> None:
-    """Replay one schedule() pass and check invariants 1-4 and 8 at each of its decisions."""
+    """Replay one schedule() pass and check invariants 1-4, 9 and 10 at each of its decisions."""
     state, pods = before["state"], eng.pods
     rp = _Replay(cfg, eng, state)
     mins = cfg.expected_min()
@@ -388,183 +525,250 @@ def check_schedule(cfg: Config, eng: Engine, before: dict, d) -> None:
     by_preemptor: dict = {}
     for e in d.evictions:
         by_preemptor.setdefault(e.preemptor.uid, []).append(e.victim)
-    assert set(by_preemptor) == nominated, "every nominated pod has victims, every eviction a nominated preemptor"
+    leads = {p.uid for p in d.nominated if p.gang is None or p is min(
+        (m for m in d.nominated if m.gang is p.gang), key=lambda m: m.uid)}
+    assert set(by_preemptor) == leads, "every nominated pod (a gang: its first) has victims, every eviction a nominee"
     victims_all = [v.uid for vs in by_preemptor.values() for v in vs]
     assert len(victims_all) == len(set(victims_all)), "a pod was evicted twice in one pass"
+    for v in (pods[uid] for uid in victims_all):
+        if v.gang is not None:  # a gang goes whole (invariant 10)
+            running_then = {m.uid for m in v.gang.members if state.get(m.uid, (None,))[0] is Phase.RUNNING}
+            assert running_then <= set(victims_all), f"gang {v.gang.name} evicted in part"
 
     # Nominated pods whose victims are gone start first (invariant 4), in queue order, when the room is free.
     expected = []
-    for p in nominees:
-        if rp.ready(p):
-            expected.append(p.uid)
-            _add(rp.running[p.node], p.requests, -1)
+    for unit in units_of(nominees):
+        if rp.ready(unit):
+            expected += [p.uid for p in unit]
+            for p in unit:
+                _add(rp.running[p.node], p.requests, -1)
     nominee_uids = {p.uid for p in nominees}
-    assert [uid for uid in admitted if uid in nominee_uids] == expected, (
+    assert sorted(uid for uid in admitted if uid in nominee_uids) == sorted(expected), (
         f"nominated pods whose victims are gone and whose room and quota are free: {expected}; "
         f"started: {[uid for uid in admitted if uid in nominee_uids]}")
     started = set(expected)
     queue_admitted = [uid for uid in admitted if uid not in nominee_uids]
     assert set(queue_admitted) | nominated <= set(before["queue"]), "only queued pods are admitted or nominated"
 
+    done = set()
     for uid in before["queue"]:
         p = pods.get(uid)
+        if uid in done or (uid not in queue_admitted and uid not in nominated):
+            continue
+        unit = [p] if p.gang is None else [m for m in p.gang.members if m.uid in before["queue"]]
+        done.update(m.uid for m in unit)
         if uid in queue_admitted:
-            # Started at once: quota (terminating pods count), room on its node now, rule 4.
-            assert p.phase is Phase.RUNNING or (p.phase is Phase.TERMINATING and p.preempted_by in nominated), (
-                f"admitted {p.name} is {p.phase}")
-            assert fits(cfg, p, rp.used_q, {p.node: rp.now[p.node]}, leaving_q=rp.leaving_q), (
-                f"{p.name} admitted without room on {p.node} or over a quota max")
-            assert p.preemptible or rp.np_within_min(p, mins), f"non-preemptible {p.name} started beyond min"
-            started.add(uid)
-            _add(rp.running[p.node], p.requests, -1)
-        elif uid in nominated:
+            assert {m.uid for m in unit} <= set(queue_admitted), f"gang {p.gang and p.gang.name} admitted in part"
+            # Started at once: quota (terminating pods count), room on its nodes now, rule 4.
+            for m in unit:
+                assert m.phase is Phase.RUNNING or m.admitted_at is not None, f"admitted {m.name} is {m.phase}"
+            per_node: dict = {}
+            for m in unit:
+                _add(per_node.setdefault(m.node, {}), m.requests)
+            assert all(rp.now[n].get(r, 0) >= a for n, req in per_node.items() for r, a in req.items()), (
+                f"{p.name} admitted without room on its node(s)")
+            assert fits(cfg, unit, rp.used_q, rp.now, leaving_q=rp.leaving_q), f"{p.name} admitted over a quota max"
+            assert p.preemptible or rp.np_within_min(unit, mins), f"non-preemptible {p.name} started beyond min"
+            started.update(m.uid for m in unit)
+            for m in unit:
+                _add(rp.running[m.node], m.requests, -1)
+        else:
+            assert {m.uid for m in unit} <= nominated, f"gang {p.gang and p.gang.name} nominated in part"
             victims = by_preemptor[uid]
-            _check_plan(cfg, rp, p, victims, state, started, mins)
+            _check_plan(cfg, rp, unit, victims, state, started, mins)
             for v in victims:
                 rp.charge(v, rp.used_q, -1)
                 rp.charge(v, rp.leaving_q)
                 _add(rp.later[v.node], v.requests)
-        else:
-            continue
-        rp.charge(p, rp.used_q)
-        _add(rp.now[p.node], p.requests, -1)
-        _add(rp.later[p.node], p.requests, -1)
+        for m in unit:
+            rp.charge(m, rp.used_q)
+            _add(rp.now[m.node], m.requests, -1)
+            _add(rp.later[m.node], m.requests, -1)
 
 
-def _check_plan(cfg: Config, rp: _Replay, p, victims, state, started, mins) -> None:
-    path, used_q = cfg.path(p.namespace), rp.used_q
-    # Invariant 8: preemptionPolicy Never never evicts; non-preemptible pods are never victims (rule 4).
+def _check_plan(cfg: Config, rp: _Replay, unit, victims, state, started, mins) -> None:
+    p, used_q = unit[0], rp.used_q
+    # Invariant 9: preemptionPolicy Never never evicts; non-preemptible pods are never victims (rule 4).
     assert p.can_preempt, f"{p.name} has preemptionPolicy Never but evicted {[v.name for v in victims]}"
-    assert p.preemptible or rp.np_within_min(p, mins), (
+    assert p.preemptible or rp.np_within_min(unit, mins), (
         f"non-preemptible {p.name} preempted {[v.name for v in victims]} to run beyond the min of its quota path")
     for v in victims:
         assert state[v.uid][0] is Phase.RUNNING or v.uid in started, f"victim {v.name} was not running"
         assert v.phase is Phase.TERMINATING and v.preempted_by == p.uid
         assert v.preemptible, f"non-preemptible {v.name} was evicted"
-    contested = rp.contested(p)
-    after_q = {n: dict(u) for n, u in used_q.items()}
-    for v in victims:
-        for name in cfg.path(v.namespace):
-            _add(after_q[name], v.requests, -1)
-    for v in victims:
-        vpath = cfg.path(v.namespace)
-        if v.namespace == p.namespace or (vpath and path and vpath[0] == path[0]):
-            assert v.priority < p.priority, f"{p.name} evicted {v.name} of its own leaf at equal or higher priority"
-            continue
-        lca = next((n for n in vpath if n in path), None)  # None: the virtual top above the root
-        below = vpath[: vpath.index(lca)] if lca is not None else vpath
-        # Invariant 3: the victims' side was above min and stays at or above it (rules 1 and 2).
-        for name in below:
-            for r in contested & set(v.requests) & cfg.qnodes[name].managed:
-                m = mins[name].get(r, 0)
-                assert used_q[name].get(r, 0) > m, (
-                    f"{p.name} evicted {v.name} from {name}, which was within its min: "
-                    f"{r} used {used_q[name].get(r, 0)} <= min {m}")
-                assert after_q[name].get(r, 0) >= m, (
-                    f"{p.name}'s victims push {name} below its min: {r} {after_q[name].get(r, 0)} < {m}")
-        if v.priority >= p.priority:
-            # Rule 1: reclaim needs every node on the preemptor's side below the ancestor within min.
-            mine = path[: path.index(lca)] if lca is not None else path
-            assert mine, f"{p.name} (outside the tree) reclaimed {v.name} at equal or higher priority"
-            for name in mine:
-                needed = [r for r in p.requests if r in cfg.qnodes[name].managed]
-                assert needed, f"{p.name} reclaimed {v.name} through {name}, which manages none of its resources"
-                for r in needed:
-                    assert after_q[name].get(r, 0) + p.requests[r] <= mins[name].get(r, 0), (
-                        f"{p.name} reclaimed {v.name} though {name} would then exceed its min {r}")
-    # Invariant 4: the plan makes room on the chosen node, is needed, and is minimal.
+    # Invariant 3: each victim (a gang: as one) allowed by rule 1 or 2, in the order taken.
+    contested = rp.contested(unit)
+    plan = units_of(victims)
+    if plan_rules(cfg, unit, plan, used_q, contested) is None:
+        k = next(k for k in range(1, len(plan) + 1)
+                 if plan_rules(cfg, unit, plan[:k], used_q, contested) is None or k == len(plan))
+        v = plan[k - 1][0]
+        raise AssertionError(
+            f"{p.name} evicted {v.name} ({v.priority_class}), which the rules do not allow "
+            f"(plan {[u[0].name for u in plan]}, contested {sorted(contested)})")
+    # Invariant 4: the plan makes room on the chosen nodes, is needed, and is minimal.
     later = rp.later
-    assert p.node is not None and p.waiting_for == {v.uid for v in victims}
-    assert fits(cfg, p, used_q, {p.node: later[p.node]}, victims), f"{p.name}: its victims do not make room"
-    assert not fits(cfg, p, used_q, later), f"{p.name} evicted {[v.name for v in victims]} though it fits without"
+    lead_waits = {v.uid for v in victims}
+    assert all(m.node is not None for m in unit) and p.waiting_for == lead_waits
+    per_node: dict = {}
+    for m in unit:
+        _add(per_node.setdefault(m.node, {}), m.requests)
+    freed: dict = {}
     for v in victims:
-        rest = [w for w in victims if w is not v]
-        assert not fits(cfg, p, used_q, later, rest), (
-            f"{p.name}: {v.name} need not be evicted ({[w.name for w in victims]} is not minimal)")
+        _add(freed.setdefault(v.node, {}), v.requests)
+    assert all(later[n].get(r, 0) + freed.get(n, {}).get(r, 0) >= a for n, req in per_node.items()
+               for r, a in req.items()), f"{p.name}: its victims do not make room on its nodes"
+    assert fits(cfg, unit, used_q, later, victims), f"{p.name}: its victims do not make room"
+    assert not fits(cfg, unit, used_q, later), f"{p.name} evicted {[v.name for v in victims]} though it fits without"
+    for u in plan:
+        rest = [w for w in plan if w is not u]
+        spare_ok = fits(cfg, unit, used_q, later, [v for w in rest for v in w]) and \
+            plan_rules(cfg, unit, rest, used_q, contested) is not None
+        assert not spare_ok, (
+            f"{p.name}: {u[0].name} need not be evicted ({[w[0].name for w in plan]} is not minimal)")
 
 
-def np_fits_min(cfg: Config, eng: Engine, p) -> bool:
-    """Whether non-preemptible ``p`` would stay within min on its path (rule 4), given the pods now."""
+def np_fits_min(cfg: Config, eng: Engine, unit) -> bool:
+    """Whether a non-preemptible unit would stay within min on its path (rule 4), given the pods now."""
+    p = unit[0]
     if p.preemptible or not cfg.qnodes:
         return True
-    nonpre = quota_usage(cfg, eng.pods.values(), lambda q: booked(q) and not q.preemptible and q is not p)
-    mins = cfg.expected_min()
+    nonpre = quota_usage(cfg, eng.pods.values(), lambda q: booked(q) and not q.preemptible and q not in unit)
+    mins, total = cfg.expected_min(), _total(unit)
     return all(nonpre[n].get(r, 0) + a <= mins[n].get(r, 0)
-               for n in cfg.path(p.namespace) for r, a in p.requests.items() if r in cfg.qnodes[n].managed)
+               for n in cfg.path(p.namespace) for r, a in total.items() if r in cfg.qnodes[n].managed)
 
 
-def allowed_plan(cfg: Config, eng: Engine, p, used_q: dict, free: dict) -> list | None:
-    """A set of victims the rules allow that makes room for pending ``p``, found greedily; None if none found.
+def allowed_plan(cfg: Config, eng: Engine, unit, used_q: dict, free: dict) -> list | None:
+    """A set of victims the rules allow that makes room for waiting ``unit``, found greedily; None if none found.
 
     Sound, not complete: every set returned is allowed by DESIGN rules 1, 2 and 4
-    (the victims' side is judged for all their resources, stricter than the
-    engine), so an engine that settles while one exists missed a preemption
-    (rule 3: "if no set makes room, evict nothing" -- otherwise evict one).
-    Victims are offered lowest priority first, then most recently admitted.
+    (``plan_rules``, the contested resources taken as all the unit requests:
+    stricter than the engine), so an engine that settles while one exists
+    missed a preemption ("if no set makes room, evict nothing" -- otherwise evict).
+    Victims are offered lowest priority first, then most recently admitted, in
+    rounds until a round adds none (a victim of its own leaf may open rule 1).
     """
-    mins, path = cfg.expected_min(), cfg.path(p.namespace)
-    left = {n: dict(u) for n, u in used_q.items()}  # usage once the victims so far are gone
-    taken = []
-    candidates = sorted((v for v in eng.pods.values() if v.phase is Phase.RUNNING and v.preemptible),
-                        key=lambda v: (v.priority, -v.admitted_at, -v.uid))
-    for v in candidates:
-        vpath = cfg.path(v.namespace)
-        if v.namespace == p.namespace or (vpath and path and vpath[0] == path[0]):
-            if v.priority >= p.priority:
+    contested = set(_nz(_total(unit)))
+    running = sorted((v for v in eng.pods.values() if v.phase is Phase.RUNNING and v.preemptible and not v.occupying),
+                     key=lambda v: (v.priority, -v.admitted_at, -v.uid))
+    candidates = []
+    for u in units_of(running):
+        u = [m for m in (u[0].gang.members if u[0].gang else u) if m.phase is Phase.RUNNING and m.preemptible]
+        candidates.append(u)
+    taken: list = []
+    progress = True
+    while progress:
+        progress = False
+        for u in candidates:
+            if any(u is t for t in taken):
                 continue
-        else:
-            lca = next((n for n in vpath if n in path), None)
-            below = vpath[: vpath.index(lca)] if lca is not None else vpath
-            if vpath and any(r not in cfg.qnodes[vpath[0]].managed for r in v.requests):
-                continue  # its leaf does not manage what it uses: whether it borrows is unclear, skip it
-            if any(r in cfg.qnodes[n].managed and left[n].get(r, 0) - a < mins[n].get(r, 0)
-                   for n in below for r, a in v.requests.items()):
-                continue  # would push the victims' side below min
-            if v.priority >= p.priority:  # reclaim (rule 1): own side within min below the ancestor
-                # Judged on the usage before any eviction, as the engine does; see
-                # test_own_evictions_do_not_open_reclaim for the literal reading of rule 1.
-                mine = path[: path.index(lca)] if lca is not None else path
-                if not mine or any(
-                    not [r for r in p.requests if r in cfg.qnodes[n].managed]
-                    or any(r in cfg.qnodes[n].managed and used_q[n].get(r, 0) + a > mins[n].get(r, 0)
-                           for r, a in p.requests.items())
-                    for n in mine
-                ):
-                    continue
-        taken.append(v)
-        for n in vpath:
-            _add(left[n], v.requests, -1)
-        if fits(cfg, p, used_q, free, taken):
-            return taken
+            if plan_rules(cfg, unit, taken + [u], used_q, contested) is None:
+                continue
+            taken.append(u)
+            progress = True
+            victims = [v for t in taken for v in t]
+            if fits(cfg, unit, used_q, free, victims):
+                return victims
     return None
 
 
+def check_guarantee(cfg: Config, eng: Engine, unit, used_q: dict, free: dict) -> None:
+    """Invariant 5: the guarantee, for one waiting pod ``p`` (not a gang) on a leaf of the tree.
+
+    Asserted when (the caveats): ``p`` may preempt (and, non-preemptible, stays
+    within ``min``); every node of its path below the root manages a resource it
+    asks for and stays within ``min`` of each such resource with it admitted; a
+    cluster node has room for it now (pods are atomic: room on no node is not a
+    quota matter); and it is short of one resource ``r`` at the root only. Then
+    the other subtrees may not hold, above their ``min`` of ``r``, at least its
+    shortfall: each gives back at least ``min(excess, what its children give)``
+    (the victim that takes a subtree to or below ``min`` is allowed), a leaf its
+    excess (its non-preemptible pods are within ``min``), a node that does not
+    manage ``r`` what its children give, a leaf that does not manage it all its
+    preemptible pods of ``r``.
+    """
+    p = unit[0]
+    path = cfg.path(p.namespace)
+    if len(unit) > 1 or not path or not p.can_preempt or not np_fits_min(cfg, eng, unit):
+        return
+    mins, req = cfg.expected_min(), _nz(p.requests)
+    for n in path[:-1]:
+        managed = [r for r in req if r in cfg.qnodes[n].managed]
+        if not managed or any(used_q[n].get(r, 0) + req[r] > mins[n].get(r, 0) for r in managed):
+            return
+    if not placeable(req, 1, free):
+        return
+    root = cfg.qnodes[path[-1]]
+    short = {r: used_q[root.name].get(r, 0) + a - root.max[r] for r, a in req.items()
+             if r in root.max and used_q[root.name].get(r, 0) + a > root.max[r]}
+    if len(short) != 1:
+        return
+    (res, shortfall), = short.items()
+    preemptible = quota_usage(cfg, eng.pods.values(), lambda q: q.phase is Phase.RUNNING and q.preemptible)
+
+    def gives(name: str) -> int:
+        q = cfg.qnodes[name]
+        below = sum(gives(c) for c in q.children) if q.children else preemptible[name].get(res, 0)
+        if res not in q.managed:
+            return below
+        excess = max(used_q[name].get(res, 0) - mins[name].get(res, 0), 0)
+        return excess if not q.children else min(excess, below)
+
+    others = sum(gives(c) for n in path for c in cfg.qnodes[n].children if c not in path)
+    assert others < shortfall, (
+        f"guarantee: pending {p.name} ({p.requests}) stays within min below the root and is short of "
+        f"{shortfall} {res} at the root, while other subtrees give back {others} above their min")
+
+
+def check_own_leaf(cfg: Config, eng: Engine, unit, used_q: dict, free: dict) -> None:
+    """Invariant 6: no waiting pod (or gang) while lower-priority pods of its own leaf together free its size:
+    on its quota path, and on one node (each pod of a gang on one), once all of them are gone."""
+    p = unit[0]
+    if not p.can_preempt or not np_fits_min(cfg, eng, unit):
+        return
+    own = [v for v in eng.pods.values() if v.phase is Phase.RUNNING and v.preemptible and not v.occupying
+           and own_leaf(cfg, p, v) and v.priority < p.priority]
+    own = [v for u in units_of(own) for v in (
+        [m for m in u[0].gang.members if m.phase is Phase.RUNNING] if u[0].gang else u)]
+    if own and fits(cfg, unit, used_q, free, own):
+        raise AssertionError(f"pending {p.name} ({p.priority_class}, {p.requests} x{len(unit)}) would fit by "
+                             f"evicting lower-priority pods of its own leaf {[v.name for v in own]}")
+
+
 def check_settled(cfg: Config, eng: Engine) -> None:
-    """Invariants 5 and 6 on a settled engine (no nominated or terminating pods)."""
+    """Invariants 5, 6 and 7 on a settled engine (no nominated or terminating pods)."""
     pods = list(eng.pods.values())
     assert not any(p.nominated or p.phase is Phase.TERMINATING for p in pods), "settled with evictions in flight"
     used_q = quota_usage(cfg, pods, booked)
     free = room(eng, lambda p: True)
     mins = cfg.expected_min()
-    for p in pods:
-        if p.phase is not Phase.PENDING or not p.can_preempt or not np_fits_min(cfg, eng, p):
+    for unit in units_of([p for p in sorted(pods, key=lambda p: p.uid) if waiting(p)]):
+        p = unit[0]
+        check_own_leaf(cfg, eng, unit, used_q, free)
+        if not p.can_preempt or not np_fits_min(cfg, eng, unit):
             continue
-        # Invariant 6 (and reclaim in general): if the rules allow a set of victims that makes room,
+        # Invariant 7 (and reclaim in general): if the rules allow a set of victims that makes room,
         # the engine must not settle without evicting one.
-        plan = allowed_plan(cfg, eng, p, used_q, free)
+        plan = allowed_plan(cfg, eng, unit, used_q, free)
         assert plan is None, (
-            f"pending {p.name} ({p.priority_class}, {p.requests}) would fit by evicting "
+            f"pending {p.name} ({p.priority_class}, {p.requests} x{len(unit)}) would fit by evicting "
             f"{[(v.name, v.priority_class) for v in plan]}, which the rules allow, but the engine settled")
-        # Invariant 5: a leaf below its guarantee gets it back (unit pods: no fragmentation).
+        if cfg.qnodes:
+            check_guarantee(cfg, eng, unit, used_q, free)
+        # Invariant 5, simple form: a leaf below its guarantee gets it back (unit pods: no fragmentation).
         leaf = cfg.leaf_of(p.namespace)
-        if cfg.unit and leaf is not None:
+        if cfg.unit and leaf is not None and len(unit) == 1:
             m = mins[leaf].get(CPU, 0)
             assert used_q[leaf].get(CPU, 0) + p.requests[CPU] > m, (
                 f"leaf {leaf} uses {used_q[leaf].get(CPU, 0)} cpu of its min {m} and {p.name} is still pending")
 
 
 def settle_checked(eng: Engine, now: float, on_schedule=None, rounds: int = 60) -> list:
-    """Schedule and complete every terminating pod until nothing changes; returns the decisions."""
+    """Schedule and complete every terminating pod until nothing changes; returns the decisions.
+
+    Invariant 4, no eviction that admits nothing: every pod that evicted others runs by the end.
+    """
     out = []
     for _ in range(rounds):
         before = snapshot(eng)
@@ -576,10 +780,13 @@ def settle_checked(eng: Engine, now: float, on_schedule=None, rounds: int = 60) 
         for uid in leaving:
             eng.complete_eviction(uid, now)
         if not d and not leaving:
+            preemptors = {e.preemptor.uid: e.preemptor for d in out for e in d.evictions}
+            for p in preemptors.values():
+                assert p.uid not in eng.pods or p.admitted_at is not None, (
+                    f"{p.name} evicted {[e.victim.name for d in out for e in d.evictions if e.preemptor is p]} "
+                    f"and never ran")
             return out
     raise AssertionError(f"the engine did not settle in {rounds} rounds")
-
-
 # ---------------------------------------------------------------------------
 # The state machine
 # ---------------------------------------------------------------------------
@@ -617,13 +824,14 @@ class EngineMachine(RuleBasedStateMachine):
         self.cfg, self.eng = cfg, build_engine(cfg)
 
     # -- operations ---------------------------------------------------------
-    @rule(batch=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 9), st.integers(0, 4),
-                                   st.sampled_from([LOW, LOW, HIGH, CRIT]), st.integers(0, 9)),
+    @rule(batch=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 11), st.integers(0, 4),
+                                   st.sampled_from([LOW, LOW, HIGH, CRIT]), st.integers(0, 9), st.integers(0, 7)),
                          min_size=1, max_size=6))
     def submit(self, batch):
-        """Pods of random namespace, size, priority; now and then preemptionPolicy Never or non-preemptible."""
+        """Pods (now and then a gang of 2-3) of random namespace, size and priority; now and then
+        preemptionPolicy Never or non-preemptible."""
         cfg = self.cfg
-        for ns, size, gpu, pc, flags in batch:
+        for ns, size, gpu, pc, flags, gang in batch:
             namespace = cfg.namespaces[ns % len(cfg.namespaces)]
             never = flags == 0
             # Unit mode (invariant 5) keeps non-preemptible pods in the tree, where rule 4 bounds them.
@@ -631,10 +839,11 @@ class EngineMachine(RuleBasedStateMachine):
             if cfg.unit:
                 cpu, g = UNIT, 0
             else:
-                cpu = [1, 1, 1, 2, 2, 2, 4, 3, 0, 1][size] * UNIT  # mostly sizes that divide the nodes'
+                cpu = [1, 1, 1, 2, 2, 3, 4, 4, 5, 6, 8, 0][size] * UNIT  # 1-8 cpus, mostly small
                 g = [0, 0, 1, 1, 2][gpu] * UNIT if any(GPU in a for _, a in cfg.nodes) else 0
                 cpu = cpu or (0 if g else UNIT)
-            self._run(("submit", f"{namespace}/p{len(self.ops)}", cpu, g, pc, never, preemptible, self._tick()))
+            n = [0, 0, 0, 0, 0, 0, 2, 3][gang]
+            self._run(("submit", f"{namespace}/p{len(self.ops)}", cpu, g, pc, never, preemptible, self._tick(), n))
 
     @rule()
     def schedule(self):
@@ -668,9 +877,9 @@ class EngineMachine(RuleBasedStateMachine):
         kind, cfg = op[0], self.cfg
         checker = (lambda before, d: check_schedule(cfg, eng, before, d)) if check else None
         if kind == "submit":
-            _, ref, cpu, g, pc, never, preemptible, now = op
-            p = submit(eng, pod(ref, cpu, g, pc, never, preemptible), now)
-            trace.append(("submit", p.uid, p.phase))
+            _, ref, cpu, g, pc, never, preemptible, now, n = op
+            ps = submit_pods(eng, pod(ref, cpu, g, pc, never, preemptible, n), now)
+            trace.append(("submit", [(p.uid, p.phase) for p in ps]))
         elif kind == "schedule":
             before = snapshot(eng)
             d = eng.schedule(op[1])
@@ -706,6 +915,11 @@ class EngineMachine(RuleBasedStateMachine):
         if self.eng is not None:
             check_nominations(self.eng)
 
+    @invariant()
+    def gangs_hold(self):
+        if self.eng is not None:
+            check_gangs(self.eng)
+
     def teardown(self):
         # Invariant 7: the same operations on a fresh engine give the same decisions.
         if self.eng is None or self.in_op:
@@ -717,12 +931,15 @@ class EngineMachine(RuleBasedStateMachine):
         assert again == self.trace, "the same operations gave different decisions"
 
 
-TestEngineMachine = EngineMachine.TestCase
-TestEngineMachine.settings = settings(
-    # ENGINE_PROPERTIES_EXAMPLES=5000 for a deeper search than the suite's default.
-    max_examples=int(os.environ.get("ENGINE_PROPERTIES_EXAMPLES", 600)), stateful_step_count=40, deadline=None,
+settings.register_profile(
+    "engine-ci", max_examples=600, stateful_step_count=40, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
+settings.register_profile("engine-deep", settings.get_profile("engine-ci"), max_examples=5000)
+_profile = settings.get_profile(os.environ.get("ENGINE_PROPERTIES_PROFILE", "engine-ci"))
+TestEngineMachine = EngineMachine.TestCase
+TestEngineMachine.settings = settings(
+    _profile, max_examples=int(os.environ.get("ENGINE_PROPERTIES_EXAMPLES", _profile.max_examples)))
 
 
 # ---------------------------------------------------------------------------
@@ -759,9 +976,10 @@ def test_a_victim_too_many_is_caught(monkeypatch):
 
     def one_more(quota, cluster, p):
         plan = real(quota, cluster, p)
-        if plan is not None:
+        if isinstance(plan, engine_module.Plan):
             extra = next(q for q in sorted(quota.nodes["a"].candidates, key=lambda q: q.uid) if q not in plan.victims)
             plan.victims.append(extra)
+            plan.kinds[extra.uid] = "reclaim"
         return plan
 
     monkeypatch.setattr(engine_module, "find_victims", one_more)
@@ -778,7 +996,8 @@ def test_evicting_below_the_victims_min_is_caught(monkeypatch):
 
     from hub_ext.scheduler.preemption.ordering import CandidatePicker
 
-    monkeypatch.setattr(PreemptionContext, "victim_side_ok", lambda self, victim, lca=None: True)
+    monkeypatch.setattr(PreemptionContext, "keeps_min", lambda self, unit, lca, taken=False: True)
+    monkeypatch.setattr(PreemptionContext, "valid", lambda self, units: ["priority"] * len(units))
     # the picker also skips subtrees at their guarantee: break that too, or nothing is wrong
     monkeypatch.setattr(CandidatePicker, "share", lambda self, node: 1.0)
     eng = build_engine(TWO_TEAMS)
@@ -789,14 +1008,14 @@ def test_evicting_below_the_victims_min_is_caught(monkeypatch):
     before = snapshot(eng)
     d = eng.schedule(2)
     assert [e.victim.name for e in d.evictions] == ["a1"]  # the newest low-priority pod, team a's min or not
-    with pytest.raises(AssertionError, match="which was within its min"):
+    with pytest.raises(AssertionError, match="which the rules do not allow"):
         check_schedule(TWO_TEAMS, eng, before, d)
 
 
 def test_a_missed_preemption_is_caught(monkeypatch):
     import hub_ext.scheduler.engine as engine_module
 
-    monkeypatch.setattr(engine_module, "find_victims", lambda quota, cluster, p: None)
+    monkeypatch.setattr(engine_module, "find_victims", lambda quota, cluster, p: None)  # never finds a plan
     eng = _fill_a(TWO_TEAMS)
     submit(eng, pod("team-b/b0", UNIT), 5)
     settle_checked(eng, 5)
@@ -884,15 +1103,15 @@ def test_regression_victim_gone_during_grace_does_not_strand_its_preemptor(gone)
 def test_regression_quota_short_pod_keeps_the_victims_it_needs_for_node_room():
     """Rules 2 and 3: evict the smallest set that makes room; nothing only if no set does.
 
-    Leaf L (max 2 cpu) runs w (high, 1 cpu); namespace o outside the tree runs o
-    (low, 1 cpu); one 2-cpu node. A critical 2-cpu pod of L needs both gone:
-    w for L's max, o for room on the node; both have lower priority and o's usage
+    Leaf l (max 2 cpu) runs w (high, 1 cpu); namespace o outside the tree runs o
+    (low, 1 cpu); one 2-cpu node. A critical 2-cpu pod of l needs both gone:
+    w for l's max, o for room on the node; both have lower priority and o's usage
     is all borrowed. The search's quota phase passed over o (it frees no quota of
     L) and dropped it for good, so the node phase found no room: nothing was
     evicted and the pod waited forever.
     """
-    cfg = Config({"root": QSpec("root", {}, {}, None, ["L"]),
-                  "L": QSpec("L", {CPU: 0}, {CPU: 2 * UNIT}, "root", [], ["a"])},
+    cfg = Config({"root": QSpec("root", {}, {}, None, ["l"]),
+                  "l": QSpec("l", {CPU: 0}, {CPU: 2 * UNIT}, "root", [], ["a"])},
                  [("n1", {CPU: 2 * UNIT})], ["a", "o"])
     eng = build_engine(cfg)
     submit(eng, pod("o/o", UNIT, pc=LOW), 1)
@@ -914,8 +1133,8 @@ def test_regression_parked_pod_is_retried_when_a_leaf_starts_borrowing():
     priority, so parking did not count it as a new victim and p was never looked
     at again (until something unrelated woke the queue).
     """
-    cfg = Config({"root": QSpec("root", {CPU: 2 * UNIT}, {}, None, ["X"]),
-                  "X": QSpec("X", {CPU: 2 * UNIT}, {}, "root", [], ["x"])},
+    cfg = Config({"root": QSpec("root", {CPU: 2 * UNIT}, {}, None, ["x"]),
+                  "x": QSpec("x", {CPU: 2 * UNIT}, {}, "root", [], ["x"])},
                  [("n1", {CPU: 2 * UNIT, GPU: UNIT}), ("n2", {CPU: 2 * UNIT})], ["x", "o"])
     eng = build_engine(cfg)
     submit(eng, pod("x/x1", UNIT, pc=LOW), 1)
@@ -930,13 +1149,9 @@ def test_regression_parked_pod_is_retried_when_a_leaf_starts_borrowing():
     assert p.nominated
 
 
-# ---------------------------------------------------------------------------
-# Open: found by the properties in b777080, not fixed
-# ---------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="engine judges rule 1 before the preemptor's own-leaf evictions")
 def test_own_evictions_do_not_open_reclaim():
-    """Rule 1 read literally: reclaim is allowed when the preemptor's side "stays within its min after it is
-    admitted" -- after the whole plan, its own-leaf evictions included.
+    """Rule 1 (revised 2026-12-01): "Lower-priority workloads of its own leaf that it evicts in the same
+    decision count: they may be what brings its side within min". Found by the properties in b777080.
 
     Leaf t (min 3, max 4 cpu) runs t1, t2, t3 (low, 1 cpu); namespace o, outside
     the tree, runs oh (high, 1 cpu) next to t1 on n1; n2 and n3 each hold a t pod
@@ -944,8 +1159,8 @@ def test_own_evictions_do_not_open_reclaim():
     whole node: only n1 can be emptied, which takes oh, of p's priority, so only
     by reclaim. Evicting t1 and t2 (lower priority, p's own leaf) and oh leaves t
     at 1 + 2 = 3 cpu, within its min of 3, and root under its max: a plan the
-    rules allow. The engine judges rule 1 on t's usage before any eviction
-    (3 + 2 > 3), never finds it, and p waits for good.
+    rules allow. The engine judged rule 1 on t's usage before any eviction
+    (3 + 2 > 3), never found it, and p waited for good.
     """
     cfg = Config({"root": QSpec("root", {CPU: 3 * UNIT}, {CPU: 4 * UNIT}, None, [], ["t"])},
                  [("n1", {CPU: 2 * UNIT}), ("n2", {CPU: 2 * UNIT}), ("n3", {CPU: 2 * UNIT})], ["t", "o"])
@@ -958,3 +1173,86 @@ def test_own_evictions_do_not_open_reclaim():
     p = submit(eng, pod("t/p", 2 * UNIT, pc=HIGH), 10)
     evictions = [e.victim.name for d in settle_checked(eng, 10) for e in d.evictions]
     assert p.phase is Phase.RUNNING and "oh" in evictions and len(evictions) == 3
+
+
+# ---------------------------------------------------------------------------
+# Issue 9's properties can fail too: engines broken on purpose are caught
+# ---------------------------------------------------------------------------
+HALVES = Config(
+    {"root": QSpec("root", {CPU: 20 * UNIT}, {CPU: 20 * UNIT}, None, ["a", "b"]),
+     "a": QSpec("a", {CPU: 10 * UNIT}, {CPU: 20 * UNIT}, "root", [], ["a"]),
+     "b": QSpec("b", {CPU: 10 * UNIT}, {CPU: 20 * UNIT}, "root", [], ["b"])},
+    [("n1", {CPU: 40 * UNIT})], ["a", "b"])
+
+
+def _large_borrower(monkeypatch) -> Engine:
+    """Issue 9's first example, on an engine that never preempts."""
+    import hub_ext.scheduler.engine as engine_module
+
+    monkeypatch.setattr(engine_module, "find_victims", lambda quota, cluster, p: None)
+    eng = build_engine(HALVES)
+    for i, (ref, cpu) in enumerate((("b/big", 15), ("a/first", 5), ("a/second", 5))):
+        submit(eng, pod(ref, cpu * UNIT), i)
+        settle_checked(eng, i)
+    return eng
+
+
+def test_a_broken_guarantee_is_caught(monkeypatch):
+    eng = _large_borrower(monkeypatch)
+    pods = list(eng.pods.values())
+    used_q, free = quota_usage(HALVES, pods, booked), room(eng, lambda p: True)
+    second = next(p for p in pods if p.name == "second")
+    with pytest.raises(AssertionError, match="guarantee: pending second .* short of 5000 cpu at the root, while "
+                                             "other subtrees give back 5000"):
+        check_guarantee(HALVES, eng, [second], used_q, free)
+
+
+def test_a_pod_waiting_behind_its_own_leaf_lower_priority_pods_is_caught(monkeypatch):
+    import hub_ext.scheduler.engine as engine_module
+
+    monkeypatch.setattr(engine_module, "find_victims", lambda quota, cluster, p: None)
+    eng = build_engine(HALVES)
+    submit(eng, pod("a/low1", 15 * UNIT, pc=LOW), 0)
+    submit(eng, pod("a/low2", 5 * UNIT, pc=LOW), 0)
+    settle_checked(eng, 0)
+    submit(eng, pod("a/crit", 4 * UNIT, pc=CRIT), 1)
+    settle_checked(eng, 1)
+    with pytest.raises(AssertionError, match=r"pending crit .* lower-priority pods of its own leaf \['low1', 'low2'\]"):
+        check_settled(HALVES, eng)
+
+
+def test_a_gang_partly_running_is_caught():
+    eng = build_engine(HALVES)
+    gang = submit_pods(eng, pod("a/g", UNIT, gang=3), 0)
+    check_gangs(eng)
+    gang[0].phase = Phase.RUNNING  # as if one pod had been started alone
+    with pytest.raises(AssertionError, match="gang a/g partly running"):
+        check_gangs(eng)
+
+
+def test_an_eviction_that_admits_nothing_is_caught(monkeypatch):
+    import hub_ext.scheduler.engine as engine_module
+
+    real = engine_module.Engine._start_ready
+    monkeypatch.setattr(engine_module.Engine, "_start_ready", lambda self, now: [])  # nominees never start
+    eng = build_engine(HALVES)
+    submit(eng, pod("b/big", 15 * UNIT), 0)
+    submit(eng, pod("a/first", 5 * UNIT), 0)
+    settle_checked(eng, 0)
+    submit(eng, pod("a/second", 5 * UNIT), 1)
+    with pytest.raises(AssertionError, match=r"second evicted \['big'\] and never ran"):
+        settle_checked(eng, 1)
+    monkeypatch.setattr(engine_module.Engine, "_start_ready", real)
+
+
+def test_issue_9_first_example_checked():
+    """The large borrower: checked by every invariant, decision by decision."""
+    eng = build_engine(HALVES)
+    check = lambda before, d: check_schedule(HALVES, eng, before, d)  # noqa: E731
+    for i, (ref, cpu) in enumerate((("b/big", 15), ("a/first", 5), ("a/second", 5))):
+        submit(eng, pod(ref, cpu * UNIT), i)
+        settle_checked(eng, i, check)
+    assert sorted(p.name for p in eng.pods.values() if p.phase is Phase.RUNNING) == ["first", "second"]
+    submit(eng, pod("b/again", 15 * UNIT), 5)  # no ping-pong: it may not reclaim back
+    assert not any(d.evictions for d in settle_checked(eng, 5, check))
+    check_quota(HALVES, eng), check_cluster(eng), check_settled(HALVES, eng)

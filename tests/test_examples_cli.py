@@ -125,6 +125,24 @@ EXPECTED: dict[str, list[Step]] = {
         Step({"team-a": phases(running=4, pending=4), "team-b": R(7)}, ["team-a"] * 4, 30),
         Step({"team-a": phases(running=4, pending=4), "team-b": phases(running=7, pending=1)}, [], 30),
     ],
+    # Issue 9's first example: b's one 15-CPU pod borrows 5; a takes its guarantee back.
+    "large-borrower.yaml": [
+        Step({"b": R(1)}, [], 0),
+        Step({"a": R(1), "b": R(1)}, [], 0),
+        Step({"a": R(2), "b": phases(pending=1)}, ["b"], 30),
+    ],
+    # Issue 9's second example: one of b's borrowed pods goes, not a's own notebook.
+    "borrowed-room-first.yaml": [
+        Step({"a": R(1)}, [], 0),
+        Step({"a": R(1), "b": R(4)}, [], 0),
+        Step({"a": R(2), "b": phases(running=3, pending=1)}, ["b"], 30),
+    ],
+    "gangs.yaml": [
+        Step({"team-b": R(6)}, [], 0),
+        Step({"team-a": R(4), "team-b": phases(pending=6)}, ["team-b"] * 6, 30),
+        Step({"team-a": R(4), "team-b": phases(running=1, pending=6)}, [], 30),
+        Step({"team-a": phases(succeeded=4), "team-b": R(7)}, [], 90),
+    ],
 }
 
 STEP_CASES = [
@@ -292,6 +310,51 @@ def test_gpu_only_tree_leaves_cpu_to_the_cluster():
     # A CPU-only pod cannot reclaim through a GPU-only tree.
     (big,) = pods(reports[3], "team-b", "Pending")
     assert (big["name"], big["reason"]) == ("big-cpu-job", "cluster-capacity")
+
+
+def test_large_borrower_gives_its_room_back_and_cannot_take_it_again():
+    reports = simulate_json(str(EXAMPLES / "large-borrower.yaml"))
+    (eviction,) = reports[2]["evictions"]
+    assert (eviction["name"], eviction["reason"], eviction["preemptor"]) == ("big-0", "reclaimed", "a/second")
+    (waiting,) = pods(reports[2], "b", "Pending")
+    assert (waiting["reason"], waiting["message"]) == (
+        "quota-max", "quota root is at its max for cpu: needs 15, uses 10 of 20")
+    assert reports[2]["quota"]["a"]["used"] == {"cpu": "10"}
+
+
+def test_borrowed_room_goes_back_before_own_work():
+    reports = simulate_json(str(EXAMPLES / "borrowed-room-first.yaml"))
+    (eviction,) = reports[2]["evictions"]
+    assert (eviction["namespace"], eviction["reason"], eviction["preemptor"]) == ("b", "reclaimed", "a/train")
+    assert sorted(p["name"] for p in pods(reports[2], "a", "Running")) == ["notebook", "train"]
+
+
+def test_gangs_start_whole_wait_whole_and_go_whole():
+    reports = simulate_json(str(EXAMPLES / "gangs.yaml"))
+    assert {p["gang"]["name"] for p in pods(reports[0], "team-b", "Running")} == {"Job/ddp"}
+    assert len({p["node"] for p in pods(reports[0], "team-b", "Running")}) == 2  # one gang across both nodes
+    evicted = reports[1]["evictions"]
+    assert sorted(e["name"] for e in evicted) == [f"ddp-{i}" for i in range(6)]
+    assert {e["preemptor"] for e in evicted} == {"team-a/sweep-0"} and {e["reason"] for e in evicted} == {"reclaimed"}
+    waiting = pods(reports[1], "team-b", "Pending")
+    assert {p["message"] for p in waiting} == {
+        "gang Job/ddp needs 6 pods of cpu=4, memory=16Gi, nvidia.com/gpu=1 at once; 4 would fit: "
+        "quota root is at its max for nvidia.com/gpu: needs 6, uses 4 of 8"}
+    assert {(p["position"], p["leafPosition"]) for p in waiting} == {(1, 1)}  # one place for the gang
+    assert [p["name"] for p in pods(reports[2], "team-b", "Running")] == ["notebook-0"]  # it does not wait behind
+    assert reports[3]["quota"]["team-b"]["used"] == {"nvidia.com/gpu": "7"}
+
+
+def test_bad_gang_annotation_is_one_line_exit_1(tmp_path):
+    path = tmp_path / "scenario.yaml"
+    text = (EXAMPLES / "gangs.yaml").read_text()
+    path.write_text(text.replace('\n            tenancy.jupyter.org/gang: "true"',
+                                 '\n            tenancy.jupyter.org/gang: "all"', 1))
+    for command in ("simulate", "validate"):
+        proc = tenancy(command, str(path))
+        assert proc.returncode == 1 and proc.stdout == ""
+        assert proc.stderr == (f'tenancy: error: {path}: steps[0].apply[0]: Job team-b/ddp: annotation tenancy.jupyter.org/gang '
+                               f'must be "true" or "false", got \'all\'\n')
 
 
 # -- bugs found on the way: minimal reproductions ----------------------------------------------

@@ -1,17 +1,21 @@
 """The engine's decisions, one named case per row (in the style of Kueue's preemption tests).
 
 Each case: a quota tree (or none), nodes, pods already running (admitted in
-order, one second apart), one incoming pod; expected: which pods are evicted
-and what happens to the incoming one. A new scenario is one entry.
+order, one second apart; ``gang=n`` makes a gang of n pods), optionally a pod
+preempting just before (its victims still terminating), one incoming pod or
+gang; expected: which pods are evicted and what happens to the incoming one
+once they are gone. A new scenario is one entry.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 import pytest
 
-from builders import PodDef as P, engine, node, ref, run_all, settle, submit, tree
+from builders import PodDef as P, engine, node, ref, run_all, settle, submit, submit_pods, tree
+from hub_ext.quota.resourcequota import parse_resource_quota
 from hub_ext.scheduler.model import Phase
 
 LOW, HIGH, CRIT = "low-priority-dev", "high-priority-research", "critical-prod"
@@ -37,6 +41,23 @@ GPU_ONLY = tree(node("root", {"nvidia.com/gpu": 4}, {"nvidia.com/gpu": 4}, child
     node("x", {"nvidia.com/gpu": 2}, {"nvidia.com/gpu": 4}, ["team-x"]),
     node("y", {"nvidia.com/gpu": 2}, {"nvidia.com/gpu": 4}, ["team-y"]),
 ]))
+# Issue 9's examples: one 40-cpu node; root guarantees and caps 20, leaves a and b guarantee 10, may use 20.
+HALVES = tree(node("root", {"cpu": 20}, {"cpu": 20}, children=[
+    node("a", {"cpu": 10}, {"cpu": 20}, ["a"]), node("b", {"cpu": 10}, {"cpu": 20}, ["b"])]))
+BIG = {"n1": {"cpu": 40}}
+MIXED = tree(node("root", {"cpu": 8, "nvidia.com/gpu": 4}, {"cpu": 8, "nvidia.com/gpu": 4}, children=[
+    node("a", {"cpu": 4, "nvidia.com/gpu": 2}, {"cpu": 8, "nvidia.com/gpu": 4}, ["a"]),
+    node("b", {"cpu": 4, "nvidia.com/gpu": 2}, {"cpu": 8, "nvidia.com/gpu": 4}, ["b"])]))
+# root -> x, y (guarantee 10) -> x1, x2, y1, y2 (guarantee 5); everyone may use the whole root.
+THREE_LEVELS = tree(node("root", {"cpu": 20}, {"cpu": 20}, children=[
+    node("x", {"cpu": 10}, {"cpu": 20}, children=[
+        node("x1", {"cpu": 5}, {"cpu": 20}, ["x1"]), node("x2", {"cpu": 5}, {"cpu": 20}, ["x2"])]),
+    node("y", {"cpu": 10}, {"cpu": 20}, children=[
+        node("y1", {"cpu": 5}, {"cpu": 20}, ["y1"]), node("y2", {"cpu": 5}, {"cpu": 20}, ["y2"])]),
+]))
+THREES = tree(node("root", {"cpu": 12}, {"cpu": 12}, children=[
+    node(n, {"cpu": 4}, {"cpu": 12}, [n]) for n in ("a", "b", "c")]))
+CAPPED = tree(node("t", {}, {"cpu": 6}, ["t"]))  # one leaf: no guarantee, a ceiling of 6
 
 
 @dataclass
@@ -46,8 +67,9 @@ class Case:
     nodes: dict = field(default_factory=lambda: {"n1": {"cpu": 8}})
     tree: object = None
     evicted: set = field(default_factory=set)  # refs of victims
-    outcome: str = "Running"  # the incoming pod, once victims are gone
+    outcome: str = "Running"  # the incoming pod (every pod of a gang), once victims are gone
     reason: str | None = None  # its reason code when it waits
+    preempting: P | None = None  # submitted just before the incoming one; its victims are still terminating
 
 
 CASES = {
@@ -80,6 +102,9 @@ CASES = {
     "non-preemptible pods are never victims": Case(
         running=[P("x/keep", 4, pc=LOW, preemptible=False), P("x/go", 4, pc=LOW)],
         incoming=P("y/crit", 8, pc=CRIT), outcome="Pending", reason="cluster-capacity"),
+    "without a tree the namespace does not matter: the most recent of the lowest priority goes": Case(
+        nodes={"n1": {"cpu": 6}}, running=[P("x/a", 2, pc=LOW), P("x/b", 2, pc=LOW), P("y/c", 2, pc=LOW)],
+        incoming=P("z/crit", 2, pc=CRIT), evicted={"y/c"}),  # kube-scheduler's order, though x uses more
     "respects the node selector when choosing a node": Case(
         nodes={"n1": {"cpu": 4}, "n2": {"cpu": 4}},
         running=[P("x/a", 4, pc=LOW), P("x/b", 4, pc=LOW)],
@@ -131,6 +156,74 @@ CASES = {
         tree=GPU_ONLY, nodes={"g1": {"cpu": 4, "nvidia.com/gpu": 4}},
         running=[P("team-x/a", 4, gpu=1, pc=LOW)], incoming=P("team-y/cpu-only", 2, pc=LOW),
         outcome="Pending", reason="cluster-capacity"),
+    # -- the revised rules (DESIGN.md "Preemption", 2026-12-01; issue 9) -----------------------
+    "issue 9: a large borrower is reclaimed whole, though that takes it below its min": Case(
+        tree=HALVES, nodes=BIG, running=[P("b/big", 15), P("a/first", 5)], incoming=P("a/second", 5),
+        evicted={"b/big"}),
+    "issue 9: borrowed room goes back before the team's own lower-priority work": Case(
+        tree=HALVES, nodes=BIG, running=[P("a/nb", 4, pc=LOW)] + [P(f"b/r{i}", 4, pc=HIGH) for i in range(4)],
+        incoming=P("a/train", 4, pc=HIGH), evicted={"b/r3"}),
+    "own lower-priority pods it evicts can bring its side within min, opening reclaim": Case(
+        tree=HALVES, nodes=BIG, running=[P("a/l1", 4, pc=LOW), P("a/l2", 4, pc=LOW)]
+        + [P(f"b/h{i}", 4, pc=HIGH) for i in range(3)],
+        incoming=P("a/h", 6, pc=HIGH), evicted={"a/l2", "b/h2"}),  # not both of a's: b borrows
+    "the victim that takes a subtree below its min is its last; the next comes from elsewhere": Case(
+        tree=THREES, nodes={"n1": {"cpu": 12}},
+        running=[P("a/p1", 3), P("a/p2", 3), P("b/p1", 3), P("b/p2", 3)], incoming=P("c/p", 4),
+        evicted={"b/p2", "a/p2"}),  # b goes to 3 < 4 and gives no more
+    "several resources: only the resource it is short of is judged": Case(
+        tree=MIXED, nodes={"g1": {"cpu": 16, "nvidia.com/gpu": 4}},
+        running=[P("a/p1", 2, gpu=2), P("a/p2", 2, gpu=2)], incoming=P("b/q", 1, gpu=1), evicted={"a/p2"}),
+    "several resources: a large GPU borrower is reclaimed whole": Case(
+        tree=MIXED, nodes={"g1": {"cpu": 16, "nvidia.com/gpu": 4}},
+        running=[P("b/big", 1, gpu=3), P("a/one", 1, gpu=1)], incoming=P("a/two", 1, gpu=1), evicted={"b/big"}),
+    "three levels: a leaf reclaims from its sibling when their parent is above its min": Case(
+        tree=THREE_LEVELS, nodes=BIG, running=[P("x1/a", 4), P("x1/b", 4), P("y1/c", 12)],
+        incoming=P("x2/d", 3), evicted={"x1/b"}),  # x would be 11 > 10: y1 is out of reach
+    "three levels: reclaim reaches a cousin, from the leaf above its min": Case(
+        tree=THREE_LEVELS, nodes=BIG,
+        running=[P("x1/a", 4), P("y1/c1", 4), P("y1/c2", 4), P("y1/c3", 4), P("y2/e", 4)],
+        incoming=P("x2/d", 4), evicted={"y1/c3"}),
+    "non-preemptible pods of a borrowing team are passed over": Case(
+        tree=HALVES, nodes=BIG, running=[P("b/np", 10, preemptible=False), P("b/extra", 5), P("a/first", 5)],
+        incoming=P("a/second", 5), evicted={"b/extra"}),
+    "a non-preemptible pod reclaims within its guarantee": Case(
+        tree=HALVES, nodes=BIG, running=[P("b/big", 15), P("a/first", 5)],
+        incoming=P("a/np", 5, preemptible=False), evicted={"b/big"}),
+    "preemptionPolicy Never waits, even below its guarantee": Case(
+        tree=HALVES, nodes=BIG, running=[P("b/big", 15), P("a/first", 5)],
+        incoming=P("a/second", 5, never=True), outcome="Pending", reason="quota-max"),
+    "a second reclaimer waits for the room already being freed": Case(
+        tree=HALVES, nodes=BIG, running=[P("b/b1", 5), P("b/b2", 5), P("b/big", 10)],
+        preempting=P("a/first", 5), incoming=P("a/second", 5)),  # big (10) goes for first: room for both
+    "room promised by a victim still terminating is counted: no second victim": Case(
+        running=[P("x/a", 4, pc=LOW), P("x/b", 4, pc=LOW)], preempting=P("y/c", 2, pc=CRIT),
+        incoming=P("y/d", 2, pc=CRIT)),
+    # -- gangs ----------------------------------------------------------------------------
+    "a gang reclaims room for all its pods at once": Case(
+        tree=HALVES, nodes=BIG, running=[P(f"b/b{i}", 5) for i in range(4)], incoming=P("a/job", 5, gang=2),
+        evicted={"b/b2", "b/b3"}),
+    "a gang preempts for a node for each pod; victims it does not need are spared": Case(
+        nodes={"n1": {"cpu": 4}, "n2": {"cpu": 4}},
+        running=[P("x/l1", 4, pc=LOW), P("x/h", 2, pc=HIGH), P("x/l2", 2, pc=LOW)],
+        incoming=P("y/g", 2, pc=CRIT, gang=2), evicted={"x/l1"}),  # l2 was taken first, then spared
+    "a running gang is one victim of its whole size": Case(
+        nodes={"n1": {"cpu": 4}}, running=[P("x/g", 2, pc=LOW, gang=2)], incoming=P("y/c", 2, pc=CRIT),
+        evicted={"x/g-0", "x/g-1"}),
+    "a gang taken first is spared when a later victim suffices": Case(
+        tree=CAPPED, nodes={"n1": {"cpu": 4}, "n2": {"cpu": 2}},
+        running=[P("t/big", 4, pc=LOW), P("t/g", 1, pc=LOW, gang=2)], incoming=P("t/h", 4, pc=HIGH),
+        evicted={"t/big"}),
+    "a gang that cannot get a node for each pod evicts nobody": Case(
+        nodes={"n1": {"cpu": 4}, "n2": {"cpu": 4}}, running=[P("x/l", 2, pc=LOW), P("x/keep", 4, pc=CRIT)],
+        incoming=P("y/g", 3, pc=CRIT, gang=2), outcome="Pending", reason="cluster-capacity"),
+    # Priority mode tries n1 first (a borrows most) and fails at a/high (same class); then b/low, its own
+    # leaf's, opens rule 1 on n2: n1 is tried again and a/high reclaimed (b ends at its min, 6).
+    "a gang's own-leaf victim opens reclaim on a node it tried before": Case(
+        tree=tree(node("root", children=[node("a", {"cpu": 1}, {}, ["a"]), node("b", {"cpu": 6}, {}, ["b"])])),
+        nodes={"n1": {"cpu": 4}, "n2": {"cpu": 4}},
+        running=[P("a/low", 2, pc=LOW), P("a/high", 2, pc=HIGH), P("b/low", 2, pc=LOW)],
+        incoming=P("b/g", 3, pc=HIGH, gang=2), evicted={"a/low", "a/high", "b/low"}),
 }
 # The selector case needs labelled nodes.
 LABELS = {"respects the node selector when choosing a node": {"n1": {"pool": "one"}, "n2": {"pool": "two"}}}
@@ -141,16 +234,22 @@ def test_case(name):
     case = CASES[name]
     eng = engine(case.tree, case.nodes, LABELS.get(name))
     run_all(eng, case.running)
-    pod = submit(eng, case.incoming, 100.0)
+    if case.preempting:
+        submit_pods(eng, case.preempting, 50.0)
+        assert eng.schedule(50.0).evictions
+    pods = submit_pods(eng, case.incoming, 100.0)
     decisions = eng.schedule(100.0)
     assert {ref(e.victim) for e in decisions.evictions} == case.evicted
     for ev in decisions.evictions:
         assert ev.victim.phase is Phase.TERMINATING
-        assert pod.phase is Phase.PENDING and pod.node is not None  # nominated, waiting
-        eng.complete_eviction(ev.victim.uid, 130.0)
-    assert pod.phase.value == case.outcome, pod.reason
+    if case.evicted:
+        assert all(p.nominated for p in pods)  # waiting for its victims, its room promised
+    for p in [p for p in eng.pods.values() if p.phase is Phase.TERMINATING]:
+        eng.complete_eviction(p.uid, 130.0)
+    assert settle(eng, 130.0) == []  # the victims gone, nobody else is evicted
+    assert [p.phase.value for p in pods] == [case.outcome] * len(pods), pods[0].reason
     if case.reason:
-        assert pod.reason.code == case.reason, pod.reason
+        assert {p.reason.code for p in pods} == {case.reason}, pods[0].reason
     # Nothing more happens once settled: the decision was final.
     assert settle(eng, 200.0) == []
 
@@ -247,3 +346,97 @@ def test_a_replica_under_another_tree_leaves_the_original_alone():
     # the original is untouched
     assert eng.quota.nodes["a"].max == {"cpu": 8000} and waiting.nominated
     assert pods["team-a/a2"].phase is Phase.TERMINATING and eng.cluster.nodes["n1"].free["cpu"] == -4000
+
+
+def test_no_ping_pong_after_a_large_borrower_is_reclaimed():
+    """Issue 9: the evicted 15-cpu pod, queued again, would take b to 15 > its min: it cannot reclaim back."""
+    eng = engine(HALVES, BIG)
+    run_all(eng, [P("b/big", 15), P("a/first", 5)])
+    submit(eng, P("a/second", 5), 10)
+    assert [ref(e.victim) for e in settle(eng, 10)] == ["b/big"]
+    again = submit(eng, P("b/big-again", 15), 20)
+    assert settle(eng, 20) == [] and again.phase is Phase.PENDING
+    assert again.reason.message == "quota root is at its max for cpu: needs 15, uses 10 of 20"
+    assert eng.quota.nodes["a"].used == {"cpu": 10000}
+
+
+def test_two_gangs_that_would_deadlock_pod_by_pod_run_one_after_the_other():
+    """Admitted pod by pod, each gang would hold 2 of the 4 GPUs and wait for good for its third."""
+    eng = engine(None, {"g1": {"cpu": 16, "nvidia.com/gpu": 2}, "g2": {"cpu": 16, "nvidia.com/gpu": 2}})
+    first = submit_pods(eng, P("x/a", 1, gpu=1, gang=3), 0)
+    second = submit_pods(eng, P("y/b", 1, gpu=1, gang=3), 0)
+    assert sorted(ref(p) for p in eng.schedule(1).admitted) == ["x/a-0", "x/a-1", "x/a-2"]
+    assert {p.phase for p in second} == {Phase.PENDING} and all(p.node is None for p in second)
+    assert eng.cluster.free_total["nvidia.com/gpu"] == 1000  # the waiting gang holds nothing
+    assert second[0].reason.message == \
+        "gang y/b needs 3 pods of cpu=1, nvidia.com/gpu=1 at once; 1 would fit on the cluster's nodes"
+    for p in first:
+        eng.finish(p.uid, 2)
+    assert sorted(ref(p) for p in eng.schedule(3).admitted) == ["y/b-0", "y/b-1", "y/b-2"]
+
+
+def test_a_waiting_gang_blocks_nobody_behind_it_and_takes_one_place_in_the_queue():
+    eng = engine(None, {"n1": {"cpu": 4}})
+    gang = submit_pods(eng, P("x/g", 2, pc=CRIT, never=True, gang=3), 0)  # 6 cpu on a 4-cpu cluster
+    small = submit(eng, P("x/small", 1, pc=LOW), 1)
+    later = submit(eng, P("x/later", 4, pc=LOW), 2)
+    assert eng.schedule(3).admitted == [small]
+    positions = eng.positions()
+    assert [positions[p.uid] for p in gang] == [(1, 1)] * 3 and positions[later.uid] == (2, 2)
+    assert gang[0].reason.details == {"need": "cpu=2", "gang": "x/g", "pods": 3, "fit": 2}
+
+
+def test_a_gang_over_its_quota_max_says_how_many_would_fit():
+    eng = engine(CAPPED, {"n1": {"cpu": 16}})
+    run_all(eng, [P("t/a", 1)])
+    gang = submit_pods(eng, P("t/g", 2, gang=3), 1)
+    eng.schedule(1)
+    assert {p.reason.code for p in gang} == {"quota-max"}
+    assert gang[0].reason.message == ("gang t/g needs 3 pods of cpu=2 at once; 2 would fit: "
+                                      "quota t is at its max for cpu: needs 6, uses 1 of 6")
+
+
+def test_resource_quota_judges_a_gang_whole_at_submission():
+    eng = engine(None, {"n1": {"cpu": 16}})
+    eng.apply_resource_quota(parse_resource_quota({
+        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "rq", "namespace": "x"},
+        "spec": {"hard": {"requests.cpu": "5"}}}))
+    gang = submit_pods(eng, P("x/g", 2, gang=3), 0)
+    assert {p.phase for p in gang} == {Phase.REJECTED} and not eng.pending
+    assert gang[0].reason.message == ("gang x/g (3 pods) is forbidden: exceeded quota: rq, requested: "
+                                      "requests.cpu=6, used: requests.cpu=0, limited: requests.cpu=5")
+    assert eng.rq_used[("x", "rq")] == {}  # nothing charged
+    assert [p.phase for p in submit_pods(eng, P("x/h", 2, gang=2), 1)] == [Phase.PENDING] * 2
+
+
+def test_gang_pods_start_together_once_their_victims_are_gone():
+    eng = engine(None, {"n1": {"cpu": 4}, "n2": {"cpu": 4}})
+    low = run_all(eng, [P("x/a", 4, pc=LOW), P("x/b", 4, pc=LOW)])
+    gang = submit_pods(eng, P("y/g", 3, pc=CRIT, gang=2), 1)
+    d = eng.schedule(1)
+    assert d.nominated == gang and sorted(ref(e.victim) for e in d.evictions) == ["x/a", "x/b"]
+    assert {e.preemptor.uid for e in d.evictions} == {gang[0].uid}
+    assert eng.complete_eviction(low["x/a"].uid, 30) == []  # one victim still terminating: none starts
+    assert eng.complete_eviction(low["x/b"].uid, 31) == gang
+    assert {p.phase for p in gang} == {Phase.RUNNING} and {p.node for p in gang} == {"n1", "n2"}
+
+
+def test_the_seed_demo_is_unchanged():
+    """The second seed's demo under the revised rules: Running per namespace 4 -> 4,4 -> 3,3,2 -> 2,2,2,2."""
+    from hub_ext.quota.workloads import WorkloadSpec
+    from hub_ext.scheduler.owners import Owner
+
+    def team(name, first):
+        leaves = [node(f"{name}.{i}", {"cpu": 10}, {"cpu": 20}, [f"ns{first + i - 1}"]) for i in (1, 2)]
+        return node(name, {"cpu": 20}, {"cpu": 40}, children=leaves)
+
+    demo = tree(node("root", {"cpu": 40}, {"cpu": 40}, children=[team("root.a", 1), team("root.b", 3)]))
+    eng, owners, running = engine(demo, {"node-1": {"cpu": 56}}), [], []
+    for i, ns in enumerate(("ns1", "ns2", "ns3", "ns4")):
+        owners.append(Owner(WorkloadSpec("Deployment", ns, "nginx", P(f"{ns}/x", 5).spec(), pods=5)))
+        for _ in range(5):  # the Deployments' controllers and the scheduler, until nothing changes
+            for owner in owners:
+                owner.reconcile(eng, 10.0 * i)
+            settle(eng, 10.0 * i)
+        running.append(sorted(Counter(p.namespace for p in eng.pods.values() if p.phase is Phase.RUNNING).values()))
+    assert running == [[4], [4, 4], [2, 3, 3], [2, 2, 2, 2]]

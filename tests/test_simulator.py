@@ -144,3 +144,74 @@ steps:
 """
     with pytest.raises(ValidationError, match=r"^steps\[0\]: Deployment a/ghost not found$"):
         run(text)
+
+
+def gang_job(ns, name, pods, cpu, pc=None, duration=None, gang='"true"'):
+    pcl = f"\n          priorityClassName: {pc}" if pc else ""
+    dur = f", tenancy.jupyter.org/duration: {duration}" if duration else ""
+    return f"""
+    - apiVersion: batch/v1
+      kind: Job
+      metadata: {{name: {name}, namespace: {ns}, annotations: {{tenancy.jupyter.org/gang: {gang}{dur}}}}}
+      spec:
+        parallelism: {pods}
+        template:
+          spec:{pcl}
+            containers: [{{name: c, resources: {{requests: {{cpu: "{cpu}"}}}}}}]"""
+
+
+def test_a_gang_job_waits_whole_then_starts_whole():
+    text = """
+nodes: [{name: n1, allocatable: {cpu: "4"}}, {name: n2, allocatable: {cpu: "4"}}]
+steps:
+  - apply:""" + deployment("dev", "nb", 1, 3) + """
+  - apply:""" + gang_job("ml", "ddp", 3, 2) + """
+  - delete: [{kind: Deployment, namespace: dev, name: nb}]
+"""
+    notebook, waiting, started = run(text)
+    pods = [p for p in waiting["pods"] if p["namespace"] == "ml"]
+    assert [p["phase"] for p in pods] == ["Pending"] * 3 and all(p["node"] is None for p in pods)
+    assert {p["position"] for p in pods} == {1} and {p["leafPosition"] for p in pods} == {1}
+    assert {p["message"] for p in pods} == {
+        "gang Job/ddp needs 3 pods of cpu=2 at once; 2 would fit on the cluster's nodes"}
+    assert {tuple(sorted(p["gang"].items())) for p in pods} == {(("name", "Job/ddp"), ("size", 3))}
+    assert "gang" not in notebook["pods"][0]  # only pods of a gang say so
+    assert counts(started) == {"ml": 3}
+
+
+def test_an_evicted_gang_is_evicted_whole_and_queued_again_whole():
+    text = """
+nodes: [{name: n1, allocatable: {cpu: "4"}}]
+steps:
+  - apply:""" + gang_job("ml", "sweep", 2, 2) + """
+  - apply:
+    - {apiVersion: v1, kind: Pod, metadata: {name: urgent, namespace: ops},
+       spec: {priorityClassName: critical-prod, containers: [{name: c, resources: {requests: {cpu: "1"}}}]}}
+"""
+    running, preempted = run(text)
+    assert counts(running) == {"ml": 2}
+    assert sorted(e["name"] for e in preempted["evictions"]) == ["sweep-0", "sweep-1"]  # 1 cpu needed, both go
+    assert {e["message"] for e in preempted["evictions"]} == {
+        "Preempted by ops/urgent: lower priority (low-priority-dev) than critical-prod; the whole gang Job/sweep goes"}
+    new = [p for p in preempted["pods"] if p["namespace"] == "ml" and p["phase"] == "Pending"]
+    assert [p["name"] for p in new] == ["sweep-2", "sweep-3"] and {p["gang"]["size"] for p in new} == {2}
+
+
+def test_a_waiting_gang_of_another_size_is_made_anew():
+    text = """
+nodes: [{name: n1, allocatable: {cpu: "4"}}]
+steps:
+  - apply:""" + gang_job("ml", "ddp", 3, 2) + """
+  - apply:""" + gang_job("ml", "ddp", 2, 2)
+    waiting, resized = run(text)
+    assert counts(waiting, "Pending") == {"ml": 3}
+    assert [(p["name"], p["phase"], p["gang"]["size"]) for p in resized["pods"]] == [
+        ("ddp-3", "Running", 2), ("ddp-4", "Running", 2)]
+
+
+def test_gang_annotation_is_checked():
+    ok = parse_scenario(yaml.safe_load("steps:\n  - apply:" + gang_job("ml", "a", 2, 1, gang='"false"')))
+    assert ok.steps[0].objects[0].gang is False
+    with pytest.raises(ValidationError, match=r'^steps\[0\]\.apply\[0\]: Job ml/a: annotation tenancy\.jupyter\.org/gang '
+                                              r'must be "true" or "false", got \'yes\'$'):
+        parse_scenario(yaml.safe_load("steps:\n  - apply:" + gang_job("ml", "a", 2, 1, gang='"yes"')))

@@ -1,4 +1,5 @@
-"""Measure admissions/s, one admission's latency and one preemption decision's latency at growing scale.
+"""Measure admissions/s, one admission's latency (also behind a backlog of pods that cannot start) and
+one preemption decision's latency at growing scale.
 
 Every figure comes from the same engine the service runs, single process.
 Latencies are wall-clock percentiles over repeated single decisions on a
@@ -26,7 +27,14 @@ PREEMPTION_SCALES = [  # (leaves, running pods, nodes): 64 one-cpu pods fill a n
     (100, 51_200, 800),
     (1_000, 51_200, 800),  # and ten times the namespaces
 ]
+# (leaves, pods, nodes) where most pods cannot start: leaves at their max, the cluster full.
+# One admission must not cost more with a backlog (parked pods are woken only by what may help them).
+BACKLOG_SCALES = [
+    (1_000, 20_000, 250),  # about 10,000 left waiting
+    (10_000, 100_000, 5_000),  # about 800 left waiting, behind ten times the leaves
+]
 QUICK_ADMISSION = [(10, 1_000, 50), (100, 5_000, 250)]
+QUICK_BACKLOG = [(100, 4_000, 50)]
 QUICK_PREEMPTION = [(50, 1_024, 16), (50, 5_120, 80)]
 SAMPLES = 1000
 
@@ -36,8 +44,12 @@ def _pct(values, q):
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def bench_admission(leaves: int, pods: int, nodes: int, seed: int) -> dict:
-    """Queue ``pods`` single-pod workloads (all fit), time the passes that admit them, then single admissions."""
+def bench_admission(leaves: int, pods: int, nodes: int, seed: int, kind: str = "admission") -> dict:
+    """Queue ``pods`` single-pod workloads, time the passes that admit them, then single admissions.
+
+    With ``kind`` "backlog" the same measure is taken on a cluster that cannot hold them all:
+    ``pending_after`` pods are left waiting while single admissions are timed.
+    """
     rng = random.Random(seed)
     engine = make_engine(leaves, nodes)
     t0 = time.perf_counter()
@@ -62,7 +74,7 @@ def bench_admission(leaves: int, pods: int, nodes: int, seed: int) -> dict:
         lat.append(time.perf_counter() - t)
         engine.delete(pod.uid)
     return {
-        "bench": "admission", "leaves": leaves, "pods": pods, "nodes": nodes,
+        "bench": kind, "leaves": leaves, "pods": pods, "nodes": nodes,
         "admitted": admitted, "pending_after": len(engine.pending), "rounds": rounds,
         "submissions_per_s": round(pods / submit_s), "admissions_per_s": round(admitted / schedule_s),
         "admission_p50_ms": round(_pct(lat, 0.5) * 1e3, 3), "admission_p99_ms": round(_pct(lat, 0.99) * 1e3, 3),
@@ -140,6 +152,8 @@ def bench_reclaim(leaves: int, running: int, nodes: int, seed: int) -> dict:
 def run(quick: bool, seed: int):
     for scale in QUICK_ADMISSION if quick else ADMISSION_SCALES:
         yield bench_admission(*scale, seed)
+    for scale in QUICK_BACKLOG if quick else BACKLOG_SCALES:
+        yield bench_admission(*scale, seed, kind="backlog")
     for scale in QUICK_PREEMPTION if quick else PREEMPTION_SCALES:
         yield bench_preemption(*scale, seed)
     for scale in QUICK_PREEMPTION if quick else PREEMPTION_SCALES:
@@ -182,9 +196,10 @@ def main(args) -> int:
 
 def _line(row: dict) -> str:
     kind = row["bench"]
-    if kind == "admission":
-        return (f"admission   leaves={row['leaves']:>5} pods={row['pods']:>7} nodes={row['nodes']:>5}  "
-                f"{row['admissions_per_s']:>8} admissions/s  ({row['admitted']} admitted)  "
+    if kind in ("admission", "backlog"):
+        return (f"{kind:<11} leaves={row['leaves']:>5} pods={row['pods']:>7} nodes={row['nodes']:>5}  "
+                f"{row['admissions_per_s']:>8} admissions/s  ({row['admitted']} admitted, "
+                f"{row['pending_after']} left waiting)  "
                 f"one admission p50 {row['admission_p50_ms']} ms p99 {row['admission_p99_ms']} ms  "
                 f"submit {row['submissions_per_s']}/s")
     if kind in ("preemption", "reclaim"):

@@ -11,6 +11,7 @@ from .pods import PodSpec, parse_pod_spec
 # Annotations (on the workload or its pod template) our scheduler reads.
 DURATION_ANNOTATION = "tenancy.jupyter.org/duration"  # simulated run time of a pod
 PREEMPTIBLE_ANNOTATION = "tenancy.jupyter.org/preemptible"  # "false": admitted only within min
+GANG_ANNOTATION = "tenancy.jupyter.org/gang"  # "true": the pods are admitted and evicted all together
 
 POD_KINDS = {"Pod": "v1", "Deployment": "apps/v1", "ReplicaSet": "apps/v1", "StatefulSet": "apps/v1", "Job": "batch/v1"}
 
@@ -27,6 +28,7 @@ class WorkloadSpec:
     annotations: dict[str, str] = field(default_factory=dict)
     duration_seconds: float | None = None
     preemptible: bool = True
+    gang: bool = False  # its pods are one gang: admitted all together or not at all, evicted together
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -66,9 +68,8 @@ def parse_workload(obj) -> WorkloadSpec:
             pods, completions = m.integer(body.get("replicas", 1), f"{where}: spec.replicas"), None
     annotations = {**template_meta.annotations, **meta.annotations}
     duration = annotations.get(DURATION_ANNOTATION)
-    preemptible = annotations.get(PREEMPTIBLE_ANNOTATION, "true")
-    if preemptible not in ("true", "false"):
-        raise ValidationError(f"{where}: annotation {PREEMPTIBLE_ANNOTATION} must be \"true\" or \"false\", got {preemptible!r}")
+    preemptible = _flag(annotations, PREEMPTIBLE_ANNOTATION, "true", where)
+    gang = _flag(annotations, GANG_ANNOTATION, "false", where)
     return WorkloadSpec(
         kind=kind,
         namespace=meta.namespace,
@@ -80,4 +81,12 @@ def parse_workload(obj) -> WorkloadSpec:
         annotations=annotations,
         duration_seconds=None if duration is None else m.duration(duration, f"{where}: annotation {DURATION_ANNOTATION}"),
         preemptible=preemptible == "true",
+        gang=gang == "true",
     )
+
+
+def _flag(annotations: dict, key: str, default: str, where: str) -> str:
+    value = annotations.get(key, default)
+    if value not in ("true", "false"):
+        raise ValidationError(f"{where}: annotation {key} must be \"true\" or \"false\", got {value!r}")
+    return value

@@ -129,12 +129,27 @@ class Cluster:
         lst = self._index.get(key)
         if lst is None:
             return None
-        nodes = self.nodes
+        nodes = self.nodes  # the loop of ``candidates``, inline: this is every admission's hot path
         for _, name in lst.islice(lst.bisect_left((wanted[key], "")), None):
             node = nodes[name]
             if node.fits(wanted, selector):
                 return node
         return None
+
+    def candidates(self, request: ResourceList):
+        """Nodes that may have room for ``request``, best fit first: those with enough of its dominant
+        resource free, least free first (every node when it asks for nothing)."""
+        wanted = {r: a for r, a in request.items() if a > 0}
+        if not wanted:
+            yield from list(self.nodes.values())
+            return
+        key = max(wanted, key=lambda r: wanted[r] / max(self.capacity.get(r, 0), 1))
+        lst = self._index.get(key)
+        if lst is None:
+            return
+        nodes = self.nodes
+        for _, name in lst.islice(lst.bisect_left((wanted[key], "")), None):
+            yield nodes[name]
 
     def largest_free(self, resource: str) -> int:
         lst = self._index.get(resource)

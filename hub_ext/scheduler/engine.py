@@ -5,6 +5,17 @@ the engine what happened (a pod submitted, a victim gone, a pod finished) and
 call ``schedule(now)`` for decisions: pods to start, pods to evict. Every
 driver runs this same code, so a decision seen in ``tenancy simulate`` is the
 decision a cluster gets.
+
+Gangs. ``submit_gang`` creates pods that are admitted all together or not at
+all: quota for their total on every node of their path, a cluster node for
+every one of them at once, their namespace's ResourceQuota judged for all of
+them at submission (all queued, or all Rejected with one reason). A waiting
+gang holds no room and does not block the pods behind it; its reason and its
+queue position (one for the gang) speak of the gang. Running, it is one
+victim of its whole size: evicting it evicts every running member. All of a
+gang's pods appear in the same ``Decisions`` (``admitted``, ``nominated``,
+``evictions``) of one ``schedule()`` call, or in one ``complete_eviction()``
+return value when they start once their victims are gone.
 """
 
 from __future__ import annotations
@@ -17,22 +28,25 @@ from sortedcontainers import SortedKeyList
 from ..quota.limitrange import LimitRange
 from ..quota.pods import PodSpec
 from ..quota.priorityclass import PriorityClass, PriorityClasses
-from ..quota.quantity import ResourceList, add_into, describe, format_milli
+from ..quota.quantity import ResourceList, add_into
 from ..quota.resourcequota import ResourceQuota, usage_of
 from ..quota.tree import ElasticQuotaTree
+from .backlog import Backlog
 from .cluster import Cluster
-from .model import (
-    CLUSTER_CAPACITY, PREEMPTED, QUOTA_MAX, QUOTA_MIN, RECLAIMED, WAITING_FOR_EVICTION, Phase, Pod, Reason,
-)
-from .preemption import find_victims
+from .explain import capacity_reason, eviction_reason, quota_reason, waiting_reason
+from .model import QUOTA_MAX, QUOTA_MIN, Gang, Phase, Pod, Reason
+from .placement import place
+from .preemption import Plan, find_victims
+from .preemption.policy import RECLAIM
 from .quota_state import QuotaState
-from .submission import Refused, apply_limits, charge_quotas, resolve_priority
+from .submission import Refused, apply_limits, charge_gang_quotas, charge_quotas, resolve_priority
+from .units import Unit, waiting_unit
 
 
 @dataclass
 class Eviction:
     victim: Pod
-    preemptor: Pod
+    preemptor: Pod  # for a gang, its lead (the first of its pods)
     deadline: float
 
     def to_dict(self) -> dict:
@@ -48,9 +62,11 @@ class Eviction:
 
 @dataclass
 class Decisions:
-    admitted: list[Pod] = field(default_factory=list)  # started now
+    """What one ``schedule()`` call decided. A gang's pods are all in the same list of the same call."""
+
+    admitted: list[Pod] = field(default_factory=list)  # started now (bound to ``pod.node``)
     nominated: list[Pod] = field(default_factory=list)  # will start when their victims are gone
-    evictions: list[Eviction] = field(default_factory=list)
+    evictions: list[Eviction] = field(default_factory=list)  # victims now terminating (a gang: every member)
 
     def __bool__(self) -> bool:
         return bool(self.admitted or self.nominated or self.evictions)
@@ -67,15 +83,11 @@ class Engine:
         self.limit_ranges: dict[str, dict[str, LimitRange]] = {}
         self.rq_used: dict[tuple[str, str], ResourceList] = {}
         self.pods: dict[int, Pod] = {}
-        self.pending = SortedKeyList(key=Pod.sort_key)
+        self.pending = SortedKeyList(key=Pod.sort_key)  # every waiting pod (not nominated), in queue order
+        self.backlog = Backlog(self.cluster)  # the waiting pods (gang leads) worth a look, and what wakes the rest
         self.grace_overrides: dict[str, float] = {}  # PriorityClass name -> grace seconds
         self._uids = itertools.count(1)
-        # Parking: a pod that could neither start nor preempt is not looked at again
-        # until room is released or a pod it might evict is admitted.
-        self._released = 0
-        self._admitted_by_priority: dict[int, int] = {}
-        self._parked: dict[int, tuple] = {}  # uid -> what must change before it is looked at again
-        self._admitted_guaranteed = 0  # admissions into leaves with guarantees (they change who is borrowing)
+        self._gang_ids = itertools.count(1)
         self._nominated: set[int] = set()
 
     # -- configuration ------------------------------------------------------
@@ -84,7 +96,7 @@ class Engine:
             raise ValueError(f"node {name} already exists")
         self.cluster.add_node(name, allocatable, labels)
         self.quota.rescale(self.cluster.capacity)
-        self._released += 1
+        self.backlog.wake_all()
 
     def set_tree(self, tree: ElasticQuotaTree | None) -> None:
         """Replace the quota tree; usage is recounted from the pods."""
@@ -93,12 +105,12 @@ class Engine:
             pod.leaf = self.quota.leaf_for(pod.namespace)
             if pod.phase is Phase.RUNNING or pod.nominated:
                 self.quota.charge(pod)
-            if pod.phase is Phase.RUNNING:
+            if pod.phase is Phase.RUNNING and not pod.occupying:
                 self.quota.index_victim(pod)
             if pod.phase is Phase.TERMINATING:
                 self.quota.leave(pod)
         self.quota.rescale(self.cluster.capacity)
-        self._released += 1
+        self.backlog.wake_all()
 
     def replica(self, tree: ElasticQuotaTree | None) -> "Engine":
         """A new engine with this one's nodes, classes, quotas, limits and pods, under ``tree``.
@@ -119,13 +131,26 @@ class Engine:
         for lrs in self.limit_ranges.values():
             for lr in lrs.values():
                 out.apply_limit_range(lr)
+        copied_gangs = set()
         for pod in sorted(self.pods.values(), key=Pod.sort_key):
             if pod.phase not in (Phase.PENDING, Phase.RUNNING) or pod.occupying:
                 continue
-            copy = out.submit(pod.namespace, pod.name, pod.spec, pod.created, owner=pod.owner, labels=pod.labels,
-                              annotations=pod.annotations, preemptible=pod.preemptible, duration=pod.duration)
-            if pod.phase is Phase.RUNNING:
-                out.adopt(copy, pod.node, pod.admitted_at)
+            if pod.gang is not None:
+                if pod.gang.uid in copied_gangs:
+                    continue
+                copied_gangs.add(pod.gang.uid)
+                members = [p for p in pod.gang.members if p.phase in (Phase.PENDING, Phase.RUNNING)]
+                copies = out.submit_gang(pod.namespace, [p.name for p in members], pod.spec, pod.created,
+                                         owner=pod.owner, labels=pod.labels, annotations=pod.annotations,
+                                         preemptible=pod.preemptible, duration=pod.duration, name=pod.gang.name)
+            else:
+                members = [pod]
+                copies = [out.submit(pod.namespace, pod.name, pod.spec, pod.created, owner=pod.owner,
+                                     labels=pod.labels, annotations=pod.annotations, preemptible=pod.preemptible,
+                                     duration=pod.duration)]
+            for original, copy in zip(members, copies):
+                if original.phase is Phase.RUNNING:
+                    out.adopt(copy, original.node, original.admitted_at)
         for pod in self.pods.values():  # after ours: they take their room whatever is left (as here)
             if pod.occupying and pod.phase is Phase.RUNNING:
                 out.occupy(pod.namespace, pod.name, pod.spec, pod.node, pod.admitted_at, owner=pod.owner, labels=pod.labels)
@@ -157,7 +182,7 @@ class Engine:
         for pod in self.pods.values():
             if pod.namespace == namespace:
                 pod.quota_usage.pop(name, None)
-        self._released += 1
+        self.backlog.wake_all()
 
     def remove_limit_range(self, namespace: str, name: str) -> None:
         self.limit_ranges.get(namespace, {}).pop(name, None)
@@ -175,32 +200,65 @@ class Engine:
 
         ``created`` (default ``now``) orders the queue; a restored pod keeps its place with it.
         """
+        pod = self._new_pod(namespace, name, spec, now if created is None else created, owner, labels,
+                            annotations, preemptible, duration)
+        self._admit_submission([pod])
+        return pod
+
+    def submit_gang(
+        self, namespace: str, names: list[str], spec: PodSpec, now: float, *, owner=None, labels=None,
+        annotations=None, preemptible: bool = True, duration: float | None = None, created: float | None = None,
+        name: str | None = None,
+    ) -> list[Pod]:
+        """Create one gang: a pod of ``spec`` per name, admitted all together or not at all, evicted together.
+
+        Checked as ``submit`` checks one pod, the namespace's ResourceQuotas for all
+        of them together: all are queued, or all Rejected with the same reason.
+        ``name`` is what messages call the gang (default: the owner, ``"Job/train"``).
+        A gang of one pod is just that pod.
+        """
+        if not names:
+            raise ValueError("a gang needs at least one pod")
+        at = now if created is None else created
+        pods = [self._new_pod(namespace, n, spec, at, owner, labels, annotations, preemptible, duration)
+                for n in names]
+        if len(pods) > 1:
+            gang = Gang(next(self._gang_ids), name or (f"{owner[0]}/{owner[1]}" if owner else names[0]), pods)
+            for pod in pods:
+                pod.gang = gang
+        self._admit_submission(pods)
+        return pods
+
+    def _new_pod(self, namespace, name, spec, created, owner, labels, annotations, preemptible, duration) -> Pod:
         pod = Pod(
             uid=next(self._uids), namespace=namespace, name=name, spec=spec, requests={}, limits={},
-            priority=0, priority_class=spec.priority_class_name, created=now if created is None else created,
-            owner=owner,
+            priority=0, priority_class=spec.priority_class_name, created=created, owner=owner,
             labels=dict(labels or {}), annotations=dict(annotations or {}), preemptible=preemptible,
             duration=duration, leaf=self.quota.leaf_for(namespace),
         )
         self.pods[pod.uid] = pod
-        self._admit_submission(pod)
         return pod
 
     def adopt(self, pod: Pod, node_name: str, admitted_at: float) -> bool:
         """Put a queued pod straight back on ``node_name`` as Running (state rebuilt after a restart).
 
         No decision is made: the pod was admitted before. False (and the pod
-        stays queued) when the node is gone or no longer has room for it.
+        stays queued) when the node is gone or no longer has room for it. A gang's
+        members are adopted one by one; adopt every member that ran, and stop the
+        rest, or the gang is left partly running.
         """
         node = self.cluster.nodes.get(node_name)
         if pod.phase is not Phase.PENDING or pod.nominated or node is None or not node.fits(pod.requests):
             return False
         self.pending.remove(pod)
+        self.backlog.remove(pod)
         self.cluster.bind(node, pod)
         self.quota.charge(pod)
         pod.phase, pod.node, pod.admitted_at, pod.reason = Phase.RUNNING, node.name, admitted_at, None
         self.quota.index_victim(pod)
-        self._count_admission(pod)
+        if pod.gang is not None:
+            self._requeue_gang(pod.gang)
+        self._admitted(pod)
         return True
 
     def occupy(self, namespace: str, name: str, spec: PodSpec, node_name: str | None, now: float, *,
@@ -231,44 +289,63 @@ class Engine:
             self.cluster.bind(node, pod)
         self.quota.charge(pod)
         pod.phase, pod.node, pod.admitted_at = Phase.RUNNING, node.name if node else None, now
+        self._admitted(pod)  # it uses its leaf's guarantee: more of the leaf may now be borrowed
         return pod
 
     def resubmit(self, pod: Pod, now: float) -> bool:
-        """Try a Rejected pod again (a controller asking once more); True when it is queued now."""
+        """Try a Rejected pod again (a controller asking once more); True when it is queued now.
+
+        A gang is tried again whole (its members were rejected together).
+        """
         if pod.phase is not Phase.REJECTED:
             return False
-        pod.created = now
-        return self._admit_submission(pod)
+        pods = [pod] if pod.gang is None else [p for p in pod.gang.members if p.phase is Phase.REJECTED]
+        for p in pods:
+            p.created = now
+        return self._admit_submission(pods)
 
-    def _admit_submission(self, pod: Pod) -> bool:
-        ident = pod.name
+    def _admit_submission(self, pods: list[Pod]) -> bool:
+        """Check a pod, or a gang's pods together, as the API server would; queue them or reject them all."""
+        first = pods[0]
+        ident = first.name
+        quotas = self.resource_quotas.get(first.namespace, {})
         try:
-            pc, value, can_preempt = resolve_priority(pod.spec, self.classes, ident)
-            spec = apply_limits(pod.spec, self.limit_ranges.get(pod.namespace, {}).values(), ident)
+            pc, value, can_preempt = resolve_priority(first.spec, self.classes, ident)
+            spec = apply_limits(first.spec, self.limit_ranges.get(first.namespace, {}).values(), ident)
             requests, limits = spec.requests(), spec.limits()
             pc_name = pc.name if pc else None
-            charges = charge_quotas(
-                spec, requests, limits, pc_name, self.resource_quotas.get(pod.namespace, {}).values(),
-                {name: self.rq_used.get((pod.namespace, name), {}) for name in self.resource_quotas.get(pod.namespace, {})},
-                ident,
-            )
+            used = {name: self.rq_used.get((first.namespace, name), {}) for name in quotas}
+            if first.gang is None:
+                charges = charge_quotas(spec, requests, limits, pc_name, quotas.values(), used, ident)
+            else:
+                charges = charge_gang_quotas(spec, requests, limits, pc_name, quotas.values(), used, len(pods),
+                                             first.gang.name, ident)
         except Refused as refused:
-            pod.phase, pod.reason = Phase.REJECTED, refused.reason
+            for pod in pods:
+                pod.phase, pod.reason = Phase.REJECTED, refused.reason
             return False
-        pod.spec, pod.requests, pod.limits = spec, {r: a for r, a in requests.items() if a}, limits
-        pod.priority, pod.priority_class, pod.can_preempt = value, pc_name, can_preempt
-        pod.quota_usage = charges
-        for qname, need in charges.items():
-            add_into(self.rq_used.setdefault((pod.namespace, qname), {}), need)
-        pod.phase, pod.reason = Phase.PENDING, None
-        self.pending.add(pod)
+        for pod in pods:
+            pod.spec, pod.requests, pod.limits = spec, {r: a for r, a in requests.items() if a}, limits
+            pod.priority, pod.priority_class, pod.can_preempt = value, pc_name, can_preempt
+            pod.quota_usage = dict(charges)
+            for qname, need in charges.items():
+                add_into(self.rq_used.setdefault((pod.namespace, qname), {}), need)
+            pod.phase, pod.reason = Phase.PENDING, None
+            self.pending.add(pod)
+        self.backlog.add(first)  # a gang waits in the queue through its first pod
         return True
 
     def delete(self, uid: int) -> Pod | None:
-        """Forget a pod (deleted by its owner, or gone); everything it held is released."""
+        """Forget a pod (deleted by its owner, or gone); everything it held is released.
+
+        A gang member deleted leaves the gang: a waiting gang is smaller now.
+        """
         pod = self.pods.pop(uid, None)
         if pod is not None:
             self._release(pod)
+            if pod.gang is not None:
+                pod.gang.members.remove(pod)
+                self._requeue_gang(pod.gang)
         return pod
 
     def finish(self, uid: int, now: float) -> Pod:
@@ -286,7 +363,7 @@ class Engine:
         return pod
 
     def complete_eviction(self, uid: int, now: float) -> list[Pod]:
-        """A terminating victim is gone; returns the nominated pods that start now."""
+        """A terminating victim is gone; returns the nominated pods that start now (a gang's all together)."""
         victim = self.pods[uid]
         if victim.phase is not Phase.TERMINATING:
             return []
@@ -295,52 +372,78 @@ class Engine:
         return self._start_ready(now)
 
     def _start_ready(self, now: float) -> list[Pod]:
-        """Start every nominated pod whose victims are gone, once the room is really free."""
+        """Start every nominated pod (a gang: all its nominated pods) whose victims are gone and room is free."""
         started = []
         for pod in sorted((self.pods[uid] for uid in self._nominated), key=Pod.sort_key):
-            if pod.waiting_for:
+            if pod.uid not in self._nominated:
+                continue  # started with its gang
+            members = [pod] if pod.gang is None else [p for p in pod.gang.members if p.uid in self._nominated]
+            if any(p.waiting_for for p in members):
                 continue
-            node = self.cluster.nodes[pod.node]
-            if not self.cluster.can_start(node, pod.requests):
+            per_node: dict[str, ResourceList] = {}
+            for p in members:
+                add_into(per_node.setdefault(p.node, {}), p.requests)
+            if not all(self.cluster.can_start(self.cluster.nodes[name], need) for name, need in per_node.items()):
                 continue
-            if self.quota.over_max(pod.leaf, pod.requests, reserved=True) is not None:
+            if self.quota.over_max(pod.leaf, Unit(members).total, reserved=True) is not None:
                 continue
-            self._nominated.discard(pod.uid)
-            self.cluster.start(pod)
-            pod.phase, pod.admitted_at, pod.reason = Phase.RUNNING, now, None
-            self.quota.index_victim(pod)
-            started.append(pod)
+            for p in members:
+                self._nominated.discard(p.uid)
+                self.cluster.start(p)
+                p.phase, p.admitted_at, p.reason = Phase.RUNNING, now, None
+                self.quota.index_victim(p)
+                started.append(p)
+            for p in members:
+                self._admitted(p)
         return started
 
+    def _requeue_gang(self, gang: Gang) -> None:
+        """The gang's waiting members changed: its first waiting pod leads it through the queue again."""
+        waiting = [p for p in gang.members if p.phase is Phase.PENDING and p.node is None]
+        for p in waiting[1:]:
+            self.backlog.remove(p)
+        if waiting:
+            self.backlog.add(waiting[0])
+
     def _release(self, pod: Pod) -> None:
-        """Give back everything ``pod`` holds, whatever its phase."""
+        """Give back everything ``pod`` holds, whatever its phase, and wake the waiting pods that may use it."""
         phase = pod.phase
-        self._parked.pop(pod.uid, None)
-        if phase in (Phase.RUNNING, Phase.TERMINATING) or pod.nominated:
-            self._released += 1
+        backlog = self.backlog
         if phase is Phase.PENDING:
             if pod.nominated:
                 self._nominated.discard(pod.uid)
                 self.quota.charge(pod, -1)
+                node = self.cluster.nodes[pod.node]
                 self.cluster.unbind(pod, nominated=True)
                 for victim_uid in pod.waiting_for:
                     victim = self.pods.get(victim_uid)
                     if victim is not None:
                         victim.preempted_by = None
                 pod.node, pod.waiting_for = None, set()
+                backlog.quota_released(pod.leaf, pod.requests, used=True, total=True,
+                                       nonpreemptible=not pod.preemptible)
+                backlog.node_released(node)
             else:
                 self.pending.discard(pod)
+                backlog.remove(pod)
         elif phase is Phase.RUNNING:
             self.quota.charge(pod, -1)
-            self.quota.index_victim(pod, -1)
+            if not pod.occupying:
+                self.quota.index_victim(pod, -1)
+            backlog.quota_released(pod.leaf, pod.requests, used=True, total=True, nonpreemptible=not pod.preemptible)
             if pod.node is not None:  # an occupying pod may run on a node that is not ours
+                node = self.cluster.nodes[pod.node]
                 self.cluster.unbind(pod)
+                backlog.node_released(node)
         elif phase is Phase.TERMINATING:
             self.quota.leave(pod, -1)
+            node = self.cluster.nodes[pod.node]
             self.cluster.unbind(pod, terminating=True)
             preemptor = self.pods.get(pod.preempted_by)
             if preemptor is not None:
                 preemptor.waiting_for.discard(pod.uid)
+            backlog.quota_released(pod.leaf, pod.requests, used=False, total=True, nonpreemptible=False)
+            backlog.node_released(node)
         if phase in _COUNTED:
             for qname, need in pod.quota_usage.items():
                 used = self.rq_used.get((pod.namespace, qname))
@@ -350,156 +453,171 @@ class Engine:
 
     # -- decisions ----------------------------------------------------------
     def schedule(self, now: float) -> Decisions:
-        """One pass over the queue in order; a pod that cannot be admitted never blocks the ones behind it."""
+        """One pass over the queue in order; a pod (or gang) that cannot be admitted never blocks the ones behind it.
+
+        Only the waiting pods worth a look are looked at (see ``backlog``): those
+        submitted or woken since, and the parked ones whose blocker was released.
+        """
         out = Decisions(admitted=self._start_ready(now))
-        failed: dict = {}  # equivalent pods fail alike within one pass
-        parked = self._parked
-        for pod in list(self.pending):
-            mark = parked.get(pod.uid)
-            if mark is not None and mark == self._park_mark(pod):
+        failed: dict = {}  # equivalent pods (or gangs) fail alike within one pass
+        for pod in self.backlog.stream(self._cleared):
+            self.backlog.remove(pod)
+            if pod.phase is not Phase.PENDING or pod.node is not None:  # pragma: no cover - defensive
                 continue
-            key = (pod.leaf, pod.priority, pod.can_preempt, pod.preemptible,
-                   tuple(pod.requests.items()), tuple(pod.spec.node_selector.items()))
+            unit = waiting_unit(pod)
+            lead = unit.lead  # the same pod: a gang waits through its first waiting member
+            key = (lead.leaf, lead.priority, lead.can_preempt, lead.preemptible, tuple(lead.requests.items()),
+                   tuple(lead.spec.node_selector.items()), unit.count)
             if key in failed:
-                pod.reason = failed[key]
-                parked[pod.uid] = self._park_mark(pod)
+                reason, parking = failed[key]
+                for pod in unit.pods:
+                    pod.reason = reason
+                self.backlog.park(lead, *parking)
                 continue
-            reason = self._try_start(pod, now)
+            reason, blockers = self._try_start(unit, now)
             if reason is None:
-                parked.pop(pod.uid, None)
-                self._count_admission(pod)
-                out.admitted.append(pod)
+                out.admitted.extend(unit.pods)
                 continue
-            plan = find_victims(self.quota, self.cluster, pod) if pod.can_preempt and reason.code != QUOTA_MIN else None
-            if plan is not None and not pod.preemptible and self.quota.over_min_nonpreemptible(pod.leaf, pod.requests):
-                plan = None
-            if plan is not None:
-                parked.pop(pod.uid, None)
-                out.evictions.extend(self._nominate(pod, plan, now))
-                out.nominated.append(pod)
+            result = None
+            if lead.can_preempt and reason.code != QUOTA_MIN:
+                result = find_victims(self.quota, self.cluster, unit)
+                if isinstance(result, Plan) and not lead.preemptible and \
+                        self.quota.over_min_nonpreemptible(lead.leaf, unit.total):
+                    result = None
+            if isinstance(result, Plan):
+                out.evictions.extend(self._nominate(unit, result, now))
+                out.nominated.extend(unit.pods)
                 failed.clear()
                 continue
-            pod.reason = failed[key] = reason
-            parked[pod.uid] = self._park_mark(pod)
+            for pod in unit.pods:
+                pod.reason = reason
+            parking = self._parking(unit, blockers, result)
+            failed[key] = (reason, parking)
+            self.backlog.park(lead, *parking)
         return out
 
-    def _count_admission(self, pod: Pod) -> None:
-        self._admitted_by_priority[pod.priority] = self._admitted_by_priority.get(pod.priority, 0) + 1
-        if any(node.min for node in pod.leaf.path):
-            self._admitted_guaranteed += 1
+    def _cleared(self, key) -> bool:
+        """Whether a parked pod's blocker (see ``backlog``) no longer holds."""
+        kind = key[0]
+        if kind == "fit":
+            return self.cluster.find_fit(dict(key[1]), dict(key[2])) is not None
+        node, res, amount = key[1:]
+        if kind == "max":
+            cap = node.max.get(res)
+            return cap is None or node.used.get(res, 0) + node.leaving.get(res, 0) + amount <= cap
+        if kind == "short":  # the victims it found would cover what it is short of, once usage is this low
+            return node.used.get(res, 0) <= amount
+        return node.np_used.get(res, 0) + amount <= node.min.get(res, 0)  # "np"
 
-    def _park_mark(self, pod: Pod) -> tuple:
-        """What must change before ``pod`` is worth another look.
+    def _parking(self, unit: Unit, blockers: list, failure) -> tuple:
+        """What wakes ``unit`` again (see ``backlog``): its blockers; for a preemptor whose search
+        failed, also pods admitted where victims would help it, usage dropping where it was short (the
+        victims it found may do then), room on a node that could hold it, its own side using less."""
+        if failure is None:
+            return (blockers,)
+        blockers = list(blockers)
+        if failure.stage == "waiting":
+            # It counts on room others may take first: whoever starts there may be its victim then.
+            return blockers, self.quota.top, True, None, None
+        host = None
+        if failure.stage == "node":
+            watch = self.quota.top
+            blockers.append(_fit_key(unit))
+            host = (unit.request, unit.selector)  # room on a node that could hold it, with victims there
+        else:
+            watch = failure.deficit_node
+            blockers.append(("short",) + failure.short)
+        leaf = unit.leaf
+        side = None
+        if not failure.reclaim_open and any(r in leaf.managed for r in unit.total):
+            side = leaf  # rule 1 opens only once its own leaf is back within its min
+        return blockers, watch, failure.reclaim_open, side, host
 
-        Released room; for a pod that may preempt, also new candidate victims:
-        admissions of lower priority, admissions that change who is borrowing
-        (into leaves with guarantees), and for a pod that may reclaim (its leaf
-        has guarantees), any admission at all.
-        """
-        if not pod.can_preempt:
-            return (self._released,)
-        counts = self._admitted_by_priority
-        return (self._released, sum(n for prio, n in counts.items() if prio < pod.priority),
-                self._admitted_guaranteed, sum(counts.values()) if pod.leaf.min else 0)
+    def _admitted(self, pod: Pod) -> None:
+        """``pod`` runs now: wake the parked preemptors it may give a victim to, or more of a victim: its
+        subtree uses more, so pods below any node of its path may now be taken (down to the lowest
+        priority running anywhere)."""
+        priorities = self.quota.top.prio_count
+        if priorities:
+            self.backlog.admitted(pod, min(priorities))
 
-    def _try_start(self, pod: Pod, now: float) -> Reason | None:
-        if not pod.preemptible:
-            hit = self.quota.over_min_nonpreemptible(pod.leaf, pod.requests)
+    def _try_start(self, unit: Unit, now: float) -> tuple[Reason | None, list]:
+        """Start ``unit`` now if it fits: (None, []); else (the reason, its blockers for ``backlog``)."""
+        lead, total = unit.lead, unit.total
+        if not lead.preemptible:
+            hit = self.quota.over_min_nonpreemptible(lead.leaf, total)
             if hit is not None:
-                return self._quota_reason(QUOTA_MIN, pod, *hit)
-        hit = self.quota.over_max(pod.leaf, pod.requests)
+                return quota_reason(QUOTA_MIN, unit, *hit), [("np", hit[0], hit[1], total[hit[1]])]
+        hit = self.quota.over_max(lead.leaf, total)
         if hit is not None:
-            return self._quota_reason(QUOTA_MAX, pod, *hit)
-        node = self.cluster.find_fit(pod.requests, pod.spec.node_selector)
-        if node is None:
-            return self._capacity_reason(pod)
-        self.pending.remove(pod)
-        self.cluster.bind(node, pod)
-        self.quota.charge(pod)
-        pod.phase, pod.node, pod.admitted_at, pod.reason = Phase.RUNNING, node.name, now, None
-        self.quota.index_victim(pod)
-        return None
+            return quota_reason(QUOTA_MAX, unit, *hit), [("max", hit[0], hit[1], total[hit[1]])]
+        if unit.count == 1:
+            node = self.cluster.find_fit(lead.requests, unit.selector)
+            placement = None if node is None else [node]
+        else:
+            placement = place(self.cluster, unit.request, unit.count, unit.selector)
+            placement = placement if isinstance(placement, list) else None
+        if placement is None:
+            return capacity_reason(self.cluster, unit), [_fit_key(unit)]
+        for pod, node in zip(unit.pods, placement):
+            self.pending.remove(pod)
+            self.cluster.bind(node, pod)
+            self.quota.charge(pod)
+            pod.phase, pod.node, pod.admitted_at, pod.reason = Phase.RUNNING, node.name, now, None
+            self.quota.index_victim(pod)
+        for pod in unit.pods:
+            self._admitted(pod)
+        return None, []
 
-    def _nominate(self, pod: Pod, plan, now: float) -> list[Eviction]:
-        self._released += 1  # victims give back quota below the common ancestor
+    def _nominate(self, unit: Unit, plan: Plan, now: float) -> list[Eviction]:
+        lead = unit.lead
         evictions = []
         for victim in plan.victims:
             self.quota.charge(victim, -1)
             self.quota.index_victim(victim, -1)
             self.quota.leave(victim)
             self.cluster.leave(victim)
-            reclaim = victim.priority >= pod.priority
-            code = RECLAIMED if reclaim else PREEMPTED
-            why = (
-                f"its quota {victim.leaf.name} was borrowing and {pod.leaf.name} reclaimed its guarantee"
-                if reclaim else f"lower priority ({victim.priority_class or victim.priority}) than "
-                f"{pod.priority_class or pod.priority}"
-            )
             grace = self.grace_overrides.get(victim.priority_class, victim.spec.grace_seconds)
-            victim.phase, victim.preempted_by, victim.evicted_at = Phase.TERMINATING, pod.uid, now
+            victim.phase, victim.preempted_by, victim.evicted_at = Phase.TERMINATING, lead.uid, now
             victim.grace_deadline = now + grace
-            victim.reason = Reason(
-                code, f"{'Reclaimed' if reclaim else 'Preempted'} by {pod.namespace}/{pod.name}: {why}",
-                {"preemptor": f"{pod.namespace}/{pod.name}", "preemptorUid": pod.uid, "at": now, "gracePeriodSeconds": grace},
-            )
-            evictions.append(Eviction(victim, pod, victim.grace_deadline))
-        self.pending.remove(pod)
-        self.cluster.bind(plan.node, pod, nominated=True)
-        self.quota.charge(pod)
-        pod.node, pod.waiting_for = plan.node.name, {v.uid for v in plan.victims}
-        self._nominated.add(pod.uid)
-        names = ", ".join(f"{v.namespace}/{v.name}" for v in plan.victims)
-        pod.reason = Reason(
-            WAITING_FOR_EVICTION, f"waiting for {len(plan.victims)} evicted pod(s) to terminate: {names}",
-            {"victims": [f"{v.namespace}/{v.name}" for v in plan.victims], "node": plan.node.name},
-        )
+            victim.reason = eviction_reason(victim, lead, plan.kinds[victim.uid] == RECLAIM, now, grace)
+            evictions.append(Eviction(victim, lead, victim.grace_deadline))
+            # Victims give back quota below the common ancestor now: rule 1 may open for others.
+            self.backlog.quota_released(victim.leaf, victim.requests, used=True, total=False, nonpreemptible=False)
+        reason = waiting_reason(unit, plan.victims, plan.placement)
+        for pod, node in zip(unit.pods, plan.placement):
+            self.pending.remove(pod)
+            self.backlog.remove(pod)
+            self.cluster.bind(node, pod, nominated=True)
+            self.quota.charge(pod)
+            pod.node, pod.waiting_for, pod.reason = node.name, set(), reason
+            self._nominated.add(pod.uid)
+        lead.waiting_for = {v.uid for v in plan.victims}
+        self._admitted(lead)  # its room is booked on its path: pods there may now be taken by others
         return evictions
 
     # -- explanations ---------------------------------------------------------
-    def _quota_reason(self, code: str, pod: Pod, node, res: str) -> Reason:
-        need = pod.requests[res]
-        if code == QUOTA_MAX:
-            leaving = node.leaving.get(res, 0)
-            used, limit = node.used.get(res, 0) + leaving, node.max[res]
-            if need > limit:
-                text = f"needs {format_milli(res, need)} {res}, more than quota {node.name}'s max of " \
-                       f"{format_milli(res, limit)}: it can never start; ask for less"
-            else:
-                text = f"quota {node.name} is at its max for {res}: needs {format_milli(res, need)}, uses " \
-                       f"{format_milli(res, used)} of {format_milli(res, limit)}" + \
-                       (f" ({format_milli(res, leaving)} held by pods terminating)" if leaving else "")
-        else:
-            used, limit = node.np_used.get(res, 0), node.min.get(res, 0)
-            text = f"non-preemptible pods only run within guarantees: quota {node.name} guarantees " \
-                   f"{format_milli(res, limit)} {res}, non-preemptible pods use {format_milli(res, used)}, " \
-                   f"this one needs {format_milli(res, need)}"
-        return Reason(code, text, {"node": node.name, "resource": res, "need": format_milli(res, need),
-                                   "used": format_milli(res, used), "limit": format_milli(res, limit)})
-
-    def _capacity_reason(self, pod: Pod) -> Reason:
-        """Why no node takes the pod: the cluster lacks a resource, or no single node has enough of it."""
-        cluster = self.cluster
-        for kind, amount_of in (("cluster", cluster.total_free), ("node", cluster.largest_free)):
-            for res, need in sorted(pod.requests.items()):
-                free = max(amount_of(res), 0)
-                if free >= need:
-                    continue
-                text = (f"the cluster has {format_milli(res, free)} {res} free, this pod needs {format_milli(res, need)}"
-                        if kind == "cluster" else
-                        f"no node has {format_milli(res, need)} {res} free (the most on one node is {format_milli(res, free)})")
-                return Reason(CLUSTER_CAPACITY, text,
-                              {"resource": res, "need": format_milli(res, need), "free": format_milli(res, free)})
-        sel = pod.spec.node_selector
-        text = f"no node has room for {describe(pod.requests)}" + (f" and matches {sel}" if sel else "")
-        return Reason(CLUSTER_CAPACITY, text, {"need": describe(pod.requests)})
-
     def positions(self) -> dict[int, tuple[int, int]]:
-        """Queue position of every waiting pod: (in the whole queue, in its quota leaf), from 1."""
-        out, per_leaf = {}, {}
-        for i, pod in enumerate(self.pending, 1):
+        """Queue position of every waiting pod: (in the whole queue, in its quota leaf), from 1.
+
+        A gang takes one place: every member has the gang's position.
+        """
+        out, per_leaf, gangs = {}, {}, {}
+        i = 0
+        for pod in self.pending:
+            if pod.gang is not None and pod.gang.uid in gangs:
+                out[pod.uid] = gangs[pod.gang.uid]
+                continue
+            i += 1
             n = per_leaf[pod.leaf] = per_leaf.get(pod.leaf, 0) + 1
             out[pod.uid] = (i, n)
+            if pod.gang is not None:
+                gangs[pod.gang.uid] = (i, n)
         return out
+
+
+def _fit_key(unit: Unit) -> tuple:
+    return ("fit", tuple(sorted(unit.request.items())), tuple(sorted(unit.selector.items())), unit.count)
 
 
 _COUNTED = (Phase.PENDING, Phase.RUNNING, Phase.TERMINATING)

@@ -46,6 +46,27 @@ class Reason:
         return {"reason": self.code, "message": self.message, **({"details": self.details} if self.details else {})}
 
 
+@dataclass(eq=False)
+class Gang:
+    """Pods admitted all together or not at all, and evicted all together (a distributed training job).
+
+    Declared with ``Engine.submit_gang``; every member has the same spec, namespace
+    and priority. ``members`` lists the pods still known to the engine, in
+    submission order; the first one still waiting leads it through the queue.
+    """
+
+    uid: int
+    name: str  # what messages call it: the owner ("Job/train"), else the first pod's name
+    members: list = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return len(self.members)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "size": self.size}
+
+
 @dataclass(eq=False, slots=True)
 class Pod:
     uid: int
@@ -75,6 +96,7 @@ class Pod:
     evicted_at: float | None = None
     grace_deadline: float | None = None
     finished_at: float | None = None
+    gang: Gang | None = None  # admitted and evicted with the other members
 
     @property
     def nominated(self) -> bool:
@@ -103,4 +125,6 @@ class Pod:
         }
         if self.reason and self.reason.details:
             out["details"] = self.reason.details
+        if self.gang is not None:
+            out["gang"] = self.gang.to_dict()
         return out

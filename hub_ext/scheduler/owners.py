@@ -6,6 +6,13 @@ rejected or running; an evicted one is replaced by a new pending pod at once
 A Job keeps ``min(parallelism, completions - succeeded)`` pods and is done
 when ``completions`` pods succeeded. A pod refused at submission stays listed
 as Rejected and is tried again on every reconcile, as a controller retries.
+
+With ``WorkloadSpec.gang`` the pods it asks for are one gang
+(``Engine.submit_gang``): all admitted together or none, evicted together. A
+new gang of the wanted size is made when none of its pods is left active (the
+last one finished, or the gang was evicted: its replacement is queued at
+once); a gang still waiting when the wanted size changes is made anew, one
+that runs is left to run.
 """
 
 from __future__ import annotations
@@ -42,6 +49,9 @@ class Owner:
         for pod in active:
             if pod.phase is Phase.REJECTED:
                 engine.resubmit(pod, now)
+        if self.spec.gang:
+            self._reconcile_gang(engine, now, active)
+            return
         missing = self.wanted() - len(active)
         for _ in range(max(missing, 0)):
             self.pods.append(self._create(engine, now))
@@ -50,6 +60,22 @@ class Owner:
             doomed = sorted(active, key=lambda p: (p.phase is Phase.RUNNING, -(p.admitted_at or 0), -p.uid))[:-missing]
             for pod in doomed:
                 engine.delete(pod.uid)
+
+    def _reconcile_gang(self, engine: Engine, now: float, active: list[Pod]) -> None:
+        wanted = self.wanted()
+        if active and len(active) != wanted and all(p.phase is not Phase.RUNNING for p in active):
+            for pod in active:  # a waiting gang of another size: make it anew
+                engine.delete(pod.uid)
+            active = []
+        if active or not wanted:
+            return
+        spec = self.spec
+        names = [f"{spec.name}-{self._next_index + i}" for i in range(wanted)]
+        self._next_index += wanted
+        self.pods += engine.submit_gang(
+            spec.namespace, names, spec.template, now, owner=(spec.kind, spec.name), labels=spec.labels,
+            annotations=spec.annotations, preemptible=spec.preemptible, duration=spec.duration_seconds,
+        )
 
     def _create(self, engine: Engine, now: float) -> Pod:
         spec = self.spec

@@ -1,18 +1,22 @@
 """Usage accounting on the quota tree, and the guarantees in force.
 
 The parsed tree (``quota.tree``) is configuration; this module keeps the
-running numbers. Above the tree's root sits a virtual super-root; a namespace
-on no leaf gets a virtual leaf of its own there, with no ``min`` and no
-``max`` (it guarantees nothing, so all its usage is borrowed). Without a tree
-every namespace is such a leaf, and priority preemption works cluster-wide.
+running numbers. Above the tree's root sits a virtual super-root (``top``);
+beside the root, a virtual ``outside`` node holds a virtual leaf for each
+namespace on no leaf, with no ``min`` and no ``max`` (it guarantees nothing,
+so all its usage is borrowed). Without a tree every namespace is such a leaf,
+and priority preemption works cluster-wide.
 
 ``used`` counts admitted pods that are not terminating, plus nominated ones
 (their room is reserved); ``leaving`` counts terminating pods, whose room is
 promised to the nominees but still taken until they are gone. A pod starts
 only when ``used + leaving`` stays within every ``max`` on its path, so the
-pods really running never exceed a ceiling, not even during grace periods. Each leaf also indexes its running, preemptible
-pods by (priority, most recently admitted) for the victim search, and every
-node counts those pods per priority in its subtree.
+pods really running never exceed a ceiling, not even during grace periods.
+Each leaf of the tree indexes its running, preemptible pods by (priority, most
+recently admitted) for the victim search, ``outside`` does so for all the
+namespaces outside the tree together (among them the namespace does not
+matter, as with kube-scheduler), and every node counts those pods per priority
+in its subtree.
 """
 
 from __future__ import annotations
@@ -68,6 +72,8 @@ class QuotaState:
     def __init__(self, tree: ElasticQuotaTree | None = None):
         self.tree = tree
         self.top = QNode("", {}, {}, None, virtual=True)
+        self.outside = QNode("outside", {}, {}, self.top, virtual=True)
+        self.outside.candidates = SortedKeyList(key=_victim_order)
         self.nodes: dict[str, QNode] = {}
         self.leaf_of: dict[str, QNode] = {}
         self.warnings: list[str] = []
@@ -90,8 +96,7 @@ class QuotaState:
     def leaf_for(self, namespace: str) -> QNode:
         leaf = self.leaf_of.get(namespace)
         if leaf is None:
-            leaf = QNode(f"namespace/{namespace}", {}, {}, self.top, virtual=True)
-            leaf.candidates = SortedKeyList(key=_victim_order)
+            leaf = QNode(f"namespace/{namespace}", {}, {}, self.outside, virtual=True)
             leaf.namespaces = [namespace]
             self.leaf_of[namespace] = leaf
         return leaf
@@ -143,10 +148,11 @@ class QuotaState:
         """Add (1) or remove (-1) a running preemptible pod from the victim index."""
         if not pod.preemptible:
             return
+        index = pod.leaf.candidates if pod.leaf.candidates is not None else self.outside.candidates
         if sign > 0:
-            pod.leaf.candidates.add(pod)
+            index.add(pod)
         else:
-            pod.leaf.candidates.remove(pod)
+            index.remove(pod)
         prio = pod.priority
         for node in pod.leaf.path:
             counts = node.prio_count

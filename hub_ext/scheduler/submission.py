@@ -66,3 +66,20 @@ def charge_quotas(spec: PodSpec, requests, limits, priority_class: str | None, q
             raise Refused(Reason(RESOURCE_QUOTA, f'pods "{pod}" is forbidden: {over}', {"quota": quota.name}))
         charges[quota.name] = need
     return charges
+
+
+def charge_gang_quotas(spec: PodSpec, requests, limits, priority_class: str | None, quotas, used, count: int,
+                       gang: str, pod: str) -> dict:
+    """``charge_quotas`` for a gang of ``count`` pods of one spec, judged whole: what each pod adds to
+    each matching quota; refuse all of them when the gang together would exceed a quota."""
+    charges = charge_quotas(spec, requests, limits, priority_class, quotas, {}, pod)
+    for quota in quotas:
+        need = charges.get(quota.name)
+        if need is None:
+            continue
+        together = {key: amount * count for key, amount in need.items()}
+        over = exceeded_message(quota, together, used.get(quota.name, {}))
+        if over:
+            raise Refused(Reason(RESOURCE_QUOTA, f'gang {gang} ({count} pods) is forbidden: {over}',
+                                 {"quota": quota.name, "gang": gang, "pods": count}))
+    return charges

@@ -13,7 +13,7 @@ from ..quota.quantity import _show, parse_resource_list
 NOTEBOOK, TRAINING = "notebook", "training"
 KINDS = (NOTEBOOK, TRAINING)
 _FIELDS = {"kind", "name", "tenant", "namespace", "priorityClassName", "resources", "replicas", "command",
-           "script", "env", "serverName", "profile", "gracePeriodSeconds"}
+           "script", "env", "serverName", "profile", "gracePeriodSeconds", "gang"}
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -61,6 +61,10 @@ def check_body(body, bounds: Bounds = Bounds()) -> dict:
                               "allowed in one job; ask an admin if you need more")
     if kind == NOTEBOOK and out["replicas"] != 1:
         raise ValidationError("workload: a notebook has exactly one replica")
+    # Several replicas of a training job (DDP, MPI) are useless apart: one gang unless told otherwise.
+    out["gang"] = m.boolean(body.get("gang", kind == TRAINING and out["replicas"] > 1), "workload: gang")
+    if out["gang"] and kind == NOTEBOOK:
+        raise ValidationError("workload: a notebook cannot be a gang")
     if kind == TRAINING:
         command, script = body.get("command"), body.get("script")
         if (command is None) == (script is None):

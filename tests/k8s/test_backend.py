@@ -133,7 +133,8 @@ def test_ack_demo_on_a_real_cluster(control_plane, api, demo, tmp_path):
         rows = []
         for step, ns in enumerate(namespaces):
             rows.append(controller.submit(ADMIN, {"kind": "training", "namespace": ns, "command": ["sleep", "3600"],
-                                                  "replicas": 5, "resources": {"requests": {"cpu": "5"}}}))
+                                                  "replicas": 5, "gang": False,  # the seed's Deployment: pods apart
+                                                  "resources": {"requests": {"cpu": "5"}}}))
             pods = await settle(expected[step])
             # the engine and the cluster agree: per namespace, who runs and how much CPU it uses
             report = controller.engine.quota.report()

@@ -1,19 +1,30 @@
-"""The order victims are taken in: one picker, criteria in this order.
+"""The order victims are taken in (DESIGN.md "Preemption", rule 3): one picker, criteria in this order.
 
-0. Only pods the rules allow (see ``policy``) and not yet taken or refused.
-1. Lowest priority first (the search asks for one priority level at a time).
-2. Among equals, from the sibling subtree most over its share, level by level
-   down the tree: share = max over the requested resources of
+0. Only pods the rules allow (see ``policy``), not yet taken or refused.
+1. Reclaim victims (other subtrees, under an ancestor through which rule 1
+   lets the preemptor reclaim) before priority victims (its own leaf, or
+   borrowing leaves: rule 2), so borrowed room goes back before a team loses
+   its own work (Kueue's order). The search asks for reclaim victims first
+   and again after every victim taken on the preemptor's side, since those
+   can open rule 1.
+2. Lowest priority first (the search asks for one priority level at a time).
+3. Among equals, from the sibling subtree most over its share, level by level
+   down the tree: share = max over the contested resources of
    (used - min) / cluster capacity, counting victims already taken, so two
    equally over-borrowed siblings give one pod each (the seed's "one from
-   a.1, one from a.2").
-3. Then the most recently admitted pod; the uid breaks remaining ties.
+   a.1, one from a.2"). Namespaces outside the tree are one group, ordered
+   among themselves by criteria 2 and 4 only: without a tree this is
+   kube-scheduler's order, lowest priority first whatever the namespace.
+4. Then the most recently admitted pod; the uid breaks remaining ties.
+
+A gang is offered through its members; the search takes it whole.
 
 Each tree node keeps, for the length of one search, a heap of its children by
 share; a child's entry is refreshed lazily when victims taken below it change
 its share, so one pick costs O(depth x log children), not O(children). A child
 on the victims' side whose share is not above zero is dropped: no pod below it
-that would help may be taken (its side would fall below ``min``).
+that would help may be taken (rule 1 needs its side above ``min``, rule 2
+keeps it at or above).
 """
 
 from __future__ import annotations
@@ -21,38 +32,58 @@ from __future__ import annotations
 import heapq
 import itertools
 
+from .policy import RECLAIM
+
 _FIRST = float("-inf")
 
 
 def victim_key(pod):
-    """Criteria 1 and 3 for pods of one leaf: lowest priority, then most recently admitted, then uid."""
+    """Criteria 2 and 4 for pods of one leaf or one node: lowest priority, then most recently admitted, then uid."""
     return (pod.priority, -pod.admitted_at, -pod.uid)
 
 
 class CandidatePicker:
     def __init__(self, ctx):
         self.ctx = ctx
-        self.taken: set[int] = set()
-        self._taken_count: dict = {}  # QNode -> {priority: n}
+        self.taken: set[int] = set()  # taken or passed over: never offered again
+        self.refused: dict[str, set[int]] = {}  # per mode: the rules said no
+        self._gone: dict = {}  # (mode, QNode) -> {priority: pods no longer offered}
         self._heaps: dict = {}
         self._seq = itertools.count()
         # Shares are over the contested resources, each scaled by the cluster's capacity.
         self._scale = [(r, 1.0 / max(ctx.capacity.get(r, 0), 1)) for r in sorted(ctx.contested or ctx.request)]
 
-    def exclude(self, pod) -> None:
-        """Never offer ``pod`` again (taken as a victim, or refused)."""
-        self.taken.add(pod.uid)
+    def exclude(self, pods) -> None:
+        """Never offer ``pods`` again, in any mode (taken as victims, or passed over)."""
+        for pod in pods:
+            if pod.uid in self.taken:
+                continue
+            self.taken.add(pod.uid)
+            for mode in (RECLAIM, "priority"):
+                if pod.uid not in self.refused.get(mode, ()):
+                    self._count_gone(mode, pod)
+
+    def refuse(self, pods, mode: str) -> None:
+        """The rules refuse ``pods`` in ``mode`` (rule 1 may still allow them later, rule 2 may not)."""
+        refused = self.refused.setdefault(mode, set())
+        for pod in pods:
+            if pod.uid in self.taken or pod.uid in refused:
+                continue
+            refused.add(pod.uid)
+            self._count_gone(mode, pod)
+
+    def _count_gone(self, mode: str, pod) -> None:
         for node in pod.leaf.path:
-            counts = self._taken_count.setdefault(node, {})
+            counts = self._gone.setdefault((mode, node), {})
             counts[pod.priority] = counts.get(pod.priority, 0) + 1
 
-    def next(self, priority: int, top):
-        """The next candidate of ``priority`` under ``top``, or None."""
-        return self._best(top, priority, None)
+    def next(self, priority: int, mode: str):
+        """The next candidate of ``priority`` in ``mode`` (RECLAIM or PRIORITY), or None."""
+        return self._best(self.ctx.top, priority, None, mode)
 
-    def _left(self, node, priority: int) -> int:
-        taken = self._taken_count.get(node)
-        return node.prio_count.get(priority, 0) - (taken.get(priority, 0) if taken else 0)
+    def _left(self, node, priority: int, mode: str) -> int:
+        gone = self._gone.get((mode, node))
+        return node.prio_count.get(priority, 0) - (gone.get(priority, 0) if gone else 0)
 
     def share(self, node) -> float:
         """max over contested resources of (used - min) / capacity, victims taken so far counted out."""
@@ -65,25 +96,27 @@ class CandidatePicker:
                 best = value
         return 0.0 if best is None else best
 
-    def _best(self, node, priority: int, lca):
+    def _best(self, node, priority: int, lca, mode: str):
         ctx = self.ctx
-        if node.candidates is not None:  # a leaf
-            if priority >= ctx.pod.priority and (node is ctx.pod.leaf or not ctx.reclaim_ok(lca)):
-                return None
+        if node.candidates is not None:  # a leaf, or the namespaces outside the tree together
+            if mode == RECLAIM and node is ctx.leaf:
+                return None  # its own leaf gives priority victims only
+            taken, refused = self.taken, self.refused.get(mode, ())
             cands = node.candidates
             for pod in cands.islice(cands.bisect_key_left((priority, _FIRST, _FIRST))):
                 if pod.priority != priority:
                     return None
-                if pod.uid not in self.taken:
+                if pod.uid not in taken and pod.uid not in refused:
                     return pod
             return None
-        heap = self._heaps.get((node, priority))
+        key = (node, priority, mode, ctx.version if mode == RECLAIM else 0)
+        heap = self._heaps.get(key)
         if heap is None:
-            heap = self._heaps[(node, priority)] = self._build(node, priority, lca)
+            heap = self._heaps[key] = self._build(node, priority, lca, mode)
         while heap:
             # Refresh the top until it is current, then take every child tied with it.
             neg, _, child, child_lca = heap[0]
-            if self._left(child, priority) <= 0:
+            if self._left(child, priority, mode) <= 0:
                 heapq.heappop(heap)
                 continue
             share = self.share(child)
@@ -96,14 +129,14 @@ class CandidatePicker:
             tied = [heapq.heappop(heap)]
             while heap and heap[0][0] == neg:
                 entry = heapq.heappop(heap)
-                if self._left(entry[2], priority) > 0:
+                if self._left(entry[2], priority, mode) > 0:
                     if self.share(entry[2]) == share:
                         tied.append(entry)
                     else:
                         heapq.heappush(heap, (-self.share(entry[2]), next(self._seq), entry[2], entry[3]))
             found = []
             for entry in tied:
-                pod = self._best(entry[2], priority, entry[3])
+                pod = self._best(entry[2], priority, entry[3], mode)
                 if pod is not None:
                     found.append(pod)
                     heapq.heappush(heap, entry)  # a child that offered a pod stays; others are exhausted
@@ -111,19 +144,19 @@ class CandidatePicker:
                 return max(found, key=lambda p: (p.admitted_at, p.uid))
         return None
 
-    def _build(self, node, priority: int, lca) -> list:
+    def _build(self, node, priority: int, lca, mode: str) -> list:
         ctx = self.ctx
         heap = []
         for child in node.children:
-            if self._left(child, priority) <= 0:
+            if self._left(child, priority, mode) <= 0:
                 continue
             child_lca = lca if lca is not None else (None if child in ctx.path_set else node)
-            if priority >= ctx.pod.priority and child_lca is not None and not ctx.reclaim_ok(child_lca):
-                continue
+            if mode == RECLAIM and child_lca is not None and not ctx.reclaim_ok(child_lca):
+                continue  # rule 1 does not reach below this ancestor (yet)
             share = self.share(child)
             if share <= 0 and child_lca is not None:
                 # On the victims' side and not above its guarantee in any contested resource:
-                # every pod there that would help is protected by rule 1/2's "stays at or above min".
+                # every pod there that would help is protected by rules 1 and 2.
                 continue
             heap.append((-share, next(self._seq), child, child_lca))
         heapq.heapify(heap)

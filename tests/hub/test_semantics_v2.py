@@ -1,0 +1,84 @@
+"""Issue 9's examples through the local backend of the real demo hub: real processes are
+started, SIGTERMed and queued again as the engine decides (the demo tree: root 40 CPUs,
+root.a and root.b guarantee 20, leaves guarantee 10 and may use 20)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from demo_hub import API, leaf_used, start_demo_hub, svc, token, wait_for
+
+
+@pytest.fixture(scope="module")
+def hub(chp_path, tmp_path_factory):
+    h = start_demo_hub(chp_path, tmp_path_factory.mktemp("v2-hub"))
+    try:
+        yield h
+    finally:
+        h.stop()
+
+
+def submit(hub, user, cpu, **extra):
+    status, wl = svc(hub, user, "POST", "/workloads", {"command": ["sleep", "600"],
+                                                      "resources": {"requests": {"cpu": str(cpu)}}, **extra})
+    assert status == 201, wl
+    return wl["id"]
+
+
+def get(hub, user, wid):
+    return svc(hub, user, "GET", f"/workloads/{wid}")[1]
+
+
+def running(hub, user, wid):
+    return [p for p in get(hub, user, wid)["pods"] if p["phase"] == "Running"]
+
+
+def cancel(hub, user, *ids):
+    for wid in ids:
+        svc(hub, user, "DELETE", f"/workloads/{wid}")
+
+
+def test_a_large_borrower_gives_the_lenders_guarantee_back(hub):
+    fill = [submit(hub, "carol", 10), submit(hub, "dave", 10)]  # root.b within its guarantee
+    big = submit(hub, "bob", 15)  # root.a.2 borrows 5 above its 10
+    first = submit(hub, "alice", 5)
+    wait_for(lambda: all(get(hub, u, w)["state"] == "Running" for u, w in
+                         (("carol", fill[0]), ("dave", fill[1]), ("bob", big), ("alice", first))), "the root to fill")
+    second = submit(hub, "alice", 5)  # root.a.1 would be at 10: within its guarantee; the root is full
+    wait_for(lambda: get(hub, "alice", second)["state"] == "Running", "alice's second job to start", timeout=60)
+    bob = get(hub, "bob", big)
+    assert bob["state"] == "Pending" and not running(hub, "bob", big)
+    assert any(e["type"] == "reclaimed" for e in bob["events"]), bob["events"]
+    assert leaf_used(hub, "root.a.1") == "10" and leaf_used(hub, "root.a.2") == "0"
+    cancel(hub, "alice", first, second)
+    cancel(hub, "bob", big)
+    cancel(hub, "carol", fill[0])
+    cancel(hub, "dave", fill[1])
+
+
+def test_a_gang_waits_whole_and_starts_whole(hub):
+    blocker = submit(hub, "alice", 10)
+    gang = submit(hub, "alice", 4, replicas=4)  # 16 more: over root.a.1's max of 20 until the blocker goes
+    wl = get(hub, "alice", gang)
+    assert wl["gang"] and wl["state"] == "Pending" and not running(hub, "alice", gang)
+    assert "needs 4 pods of cpu=4" in wl["message"] and wl["position"] == wl["pods"][0]["position"]
+    assert all(p["position"] == wl["position"] for p in wl["pods"])  # one place in the queue for the gang
+    cancel(hub, "alice", blocker)
+    wait_for(lambda: len(running(hub, "alice", gang)) == 4, "the gang to start, all four")
+    cancel(hub, "alice", gang)
+
+
+def test_no_gang_from_the_command_line_starts_what_fits(hub):
+    blocker = submit(hub, "alice", 10)
+    env = {**os.environ, "TENANCY_API_URL": hub.url(API), "JUPYTERHUB_API_TOKEN": token(hub, "alice")}
+    out = subprocess.run([sys.executable, "-m", "hub_ext.cli", "submit", "--cpu", "4", "--replicas", "4", "--no-gang", "--", "sleep", "600"],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    wid = out.stdout.split("(")[1].split(")")[0]
+    wait_for(lambda: len(running(hub, "alice", wid)) == 2, "two of the four to start")
+    assert not get(hub, "alice", wid)["gang"]
+    cancel(hub, "alice", blocker, wid)

@@ -1,0 +1,153 @@
+"""Scheduling semantics v2 on a real control plane: a large borrower is reclaimed through the
+Eviction API and the lender's pod is placed by kube-scheduler; a 4-replica gang waits whole
+(nothing of it on the cluster) and then starts whole. The engine decides; what runs is
+read from the API server."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from hub_ext.backends.kubernetes.backend import JOB_NAME_LABEL, MANAGED_BY, MANAGED_BY_LABEL, KubernetesBackend
+from hub_ext.quota.tree import parse_tree
+from hub_ext.service.controller import Controller, Identity
+from hub_ext.service.store import Store
+
+ADMIN = Identity(name="admin", admin=True)
+
+
+def two_teams(a: str, b: str, leaf_max: str = "20"):
+    """root min = max 20 CPU; leaves a and b guarantee 10 and may use ``leaf_max``."""
+    return parse_tree({
+        "apiVersion": "scheduling.sigs.k8s.io/v1beta1", "kind": "ElasticQuotaTree",
+        "metadata": {"name": "elasticquotatree", "namespace": "kube-system"},
+        "spec": {"root": {"name": "root", "min": {"cpu": "20"}, "max": {"cpu": "20"}, "children": [
+            {"name": "a", "min": {"cpu": "10"}, "max": {"cpu": leaf_max}, "namespaces": [a]},
+            {"name": "b", "min": {"cpu": "10"}, "max": {"cpu": leaf_max}, "namespaces": [b]},
+        ]}}})
+
+
+@pytest.fixture
+def cluster(control_plane, api, seed_classes):
+    suffix = uuid.uuid4().hex[:6]
+    a, b = f"team-a-{suffix}", f"team-b-{suffix}"
+    for ns in (a, b):
+        control_plane.create_namespace(ns)
+    node, label = f"v2-{suffix}", {"tenancy-test/v2": suffix}
+    control_plane.add_node(node, {"cpu": "40", "memory": "256Gi"}, labels=label)
+    yield a, b, node, label
+    core = client.CoreV1Api(api)
+    for ns in (a, b):
+        try:
+            core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+            core.delete_namespace(ns)
+        except ApiException:
+            pass
+    try:
+        core.delete_node(node)
+    except ApiException:
+        pass
+
+
+def pods_of(api, ns):
+    return client.CoreV1Api(api).list_namespaced_pod(ns, label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}").items
+
+
+def running(pods):
+    return [p for p in pods if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
+
+
+def job(ns, cpu, replicas=1, **extra):
+    return {"kind": "training", "namespace": ns, "command": ["sleep", "3600"], "replicas": replicas,
+            "resources": {"requests": {"cpu": str(cpu), "memory": "1Gi"}}, **extra}
+
+
+async def settle(controller, api, want: dict, timeout: float = 40.0):
+    """Tick until the cluster shows ``want`` (namespace -> Running count) with nothing else of ours, stably."""
+    deadline, stable, last = time.monotonic() + timeout, 0, None
+    while time.monotonic() < deadline:
+        controller.tick()
+        await asyncio.sleep(0.3)
+        pods = {ns: await asyncio.to_thread(pods_of, api, ns) for ns in want}
+        last = {ns: [(p.metadata.name, p.status.phase, bool(p.metadata.deletion_timestamp)) for p in ps]
+                for ns, ps in pods.items()}
+        ok = all(len(running(ps)) == want[ns] == len(ps) for ns, ps in pods.items())
+        stable = stable + 1 if ok else 0
+        if stable >= 3:
+            return pods
+    raise AssertionError(f"the cluster never showed {want}; last: {last}")
+
+
+async def stop(controller):
+    for task in list(controller._tasks):
+        task.cancel()
+    await asyncio.gather(*controller._tasks, return_exceptions=True)
+
+
+def backend_for(api, label):
+    key, value = next(iter(label.items()))
+    backend = KubernetesBackend(api_client=api, node_label_selector=f"{key}={value}", node_selector=label,
+                                poll_seconds=0.3)
+    evictions = []
+    original = backend.api.request
+
+    def spy(method, path, **kw):
+        if method == "POST" and path.endswith("/eviction"):
+            evictions.append(path)
+        return original(method, path, **kw)
+
+    backend.api.request = spy
+    return backend, evictions
+
+
+@pytest.mark.asyncio
+async def test_a_large_borrower_is_reclaimed_through_the_eviction_api(api, cluster, tmp_path):
+    a, b, node, label = cluster
+    backend, evictions = backend_for(api, label)
+    controller = Controller(store=Store(f"sqlite:///{tmp_path}/t.sqlite"), backend=backend, tree=two_teams(a, b))
+    big = controller.submit(ADMIN, job(b, 15))  # b borrows 5 above its 10
+    controller.submit(ADMIN, job(a, 5))
+    await settle(controller, api, {a: 1, b: 1})
+    controller.submit(ADMIN, job(a, 5))  # a would be at 10: within its guarantee, the root is full
+    pods = await settle(controller, api, {a: 2, b: 0})
+    assert len(evictions) == 1 and evictions[0].startswith(f"/api/v1/namespaces/{b}/pods/")
+    assert all(p.spec.node_name == node for p in running(pods[a]))  # placed by kube-scheduler
+    # b's pod waits, and cannot take the room back (15 > its min): no ping-pong
+    for _ in range(5):
+        controller.tick()
+        await asyncio.sleep(0.2)
+    assert not await asyncio.to_thread(pods_of, api, b)
+    assert controller.view(big)["state"] == "Pending"
+    await stop(controller)
+
+
+
+@pytest.mark.asyncio
+async def test_a_gang_waits_whole_then_starts_whole(api, cluster, tmp_path):
+    a, b, node, label = cluster
+    backend, _ = backend_for(api, label)
+    controller = Controller(store=Store(f"sqlite:///{tmp_path}/t.sqlite"), backend=backend,
+                            tree=two_teams(a, b, leaf_max="16"))
+    blocker = controller.submit(ADMIN, job(a, 8))
+    await settle(controller, api, {a: 1})
+    gang = controller.submit(ADMIN, job(a, 4, replicas=4))  # 16 CPUs: 2 pods would fit, so none starts
+    assert gang.spec["gang"] is True
+    for _ in range(8):
+        controller.tick()
+        await asyncio.sleep(0.25)
+    pods = await asyncio.to_thread(pods_of, api, a)
+    assert len(pods) == 1  # only the blocker: nothing of the gang was created on the cluster
+    view = controller.view(gang)
+    assert view["state"] == "Pending" and "4 pods" in view["message"], view["message"]
+    assert all(p["phase"] == "Pending" for p in view["pods"]) and len(view["pods"]) == 4
+    controller.cancel(ADMIN, blocker)
+    pods = await settle(controller, api, {a: 4})
+    assert {p.metadata.labels[JOB_NAME_LABEL] for p in running(pods[a])} == \
+        {p["name"] for p in controller.view(gang)["pods"]}
+    await stop(controller)
+
