@@ -108,5 +108,7 @@ c.JupyterHub.services = [{
     "oauth_no_confirm": True,
     # A browser logged in to the hub may read its own /me and workloads through the page's OAuth.
     "oauth_client_allowed_scopes": ["custom:tenancy:use!user"],
-    "environment": {"TENANCY_DEMO_STATE": state, "PYTHONUNBUFFERED": "1"},
+    "environment": {"TENANCY_DEMO_STATE": state, "PYTHONUNBUFFERED": "1",
+                    # a shorter warning before a notebook is stopped (tests); the default is a minute
+                    **{k: os.environ[k] for k in ("TENANCY_NOTEBOOK_WARNING_SECONDS",) if os.environ.get(k)}},
 }]

@@ -84,7 +84,7 @@ def _submit(args) -> int:
         raise ValidationError("submit: give a script (train.py) or a command after --")
     job = submit_training(command, script=script, cpu=args.cpu, memory=args.memory, gpu=args.gpu,
                           replicas=args.replicas, priority_class=args.priority_class, tenant=args.tenant,
-                          name=args.name, wait=args.wait)
+                          name=args.name, wait=args.wait, yes=args.yes, show=False, gang=args.gang)
     print(job.status())
     return 0 if job.state != "Failed" else 1
 
@@ -144,10 +144,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--memory")
     p.add_argument("--gpu")
     p.add_argument("--replicas", type=int, default=1)
+    p.add_argument("--no-gang", dest="gang", action="store_false", default=None,
+                   help="let the replicas start one by one (default: all together, as one gang)")
     p.add_argument("--priority-class", dest="priority_class")
     p.add_argument("--tenant", help="team (hub group), when you are in several")
     p.add_argument("--name")
     p.add_argument("--wait", action="store_true", help="wait until the job ends")
+    p.add_argument("--yes", action="store_true",
+                   help="submit even if the job would stop one of your own notebook servers to make room")
     p.add_argument("command", nargs=argparse.REMAINDER, help="train.py, or -- COMMAND ARGS...")
     p.set_defaults(func=_submit)
 

@@ -7,7 +7,7 @@ import os
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 FINAL = ("Succeeded", "Failed", "Cancelled", "Stopped", "Preempted", "Rejected")
 
@@ -54,6 +54,13 @@ class TenancyClient:
     def submit(self, **body) -> dict:
         return self.request("POST", "/workloads", {k: v for k, v in body.items() if v is not None})
 
+    def dry_run(self, **body) -> dict:
+        """What ``submit(**body)`` would do now (start, wait, evict whom); nothing is stored."""
+        return self.request("POST", "/workloads?dryRun=true", {k: v for k, v in body.items() if v is not None})
+
+    def tree(self) -> dict:
+        return self.request("GET", "/tree")
+
     def get(self, wid: str) -> dict:
         return self.request("GET", f"/workloads/{wid}")
 
@@ -70,14 +77,38 @@ class TenancyClient:
 
 @dataclass
 class Job:
-    """A submitted training job; ``refresh()`` asks the service again."""
+    """A submitted training job; ``refresh()`` asks the service again.
+
+    In a notebook it shows as one live status line (queued, running, done, with a link to
+    its logs), updated in place until the job ends.
+    """
 
     client: TenancyClient
     data: dict
+    _shown_at: int | None = field(default=None, repr=False, compare=False)
+
+    def show(self) -> None:
+        """Display the live status line (in a notebook)."""
+        from .live import LiveLine, execution_count
+
+        self._shown_at = execution_count()
+        LiveLine(self)
+
+    def _ipython_display_(self):
+        from .live import execution_count
+
+        # submit_training() showed it in this very cell already: one line, not two.
+        if self._shown_at is not None and self._shown_at == execution_count():
+            return
+        self.show()
 
     @property
     def id(self) -> str:
         return self.data["id"]
+
+    @property
+    def name(self) -> str:
+        return self.data["name"]
 
     @property
     def state(self) -> str:
@@ -113,11 +144,6 @@ class Job:
             time.sleep(poll)
         return self
 
-    def _repr_html_(self) -> str:
-        import html
-
-        return f"<code>{html.escape(self.status())}</code>"
-
     def __repr__(self) -> str:
         return f"<Job {self.data.get('name')} ({self.id}): {self.state}>"
 
@@ -125,13 +151,21 @@ class Job:
 def submit_training(command=None, *, script: str | None = None, cpu=None, memory=None, gpu=None,
                     resources: dict | None = None, replicas: int = 1, priority_class: str | None = None,
                     tenant: str | None = None, name: str | None = None, env: dict | None = None,
-                    client: TenancyClient | None = None, wait: bool = False) -> Job:
+                    client: TenancyClient | None = None, wait: bool = False, yes: bool = False,
+                    show: bool | None = None, gang: bool | None = None) -> Job:
     """Submit a training job from a notebook.
 
     ``command`` is a list (``["python", "train.py"]``) or a string run by the shell;
     or pass ``script=`` with Python source. Resources either as ``cpu=``/``memory=``/
     ``gpu=`` or as a Kubernetes-style ``resources={"requests": {...}, "limits": {...}}``.
     Jobs default to ``high-priority-research``; ``critical-prod`` only where your team allows it.
+    With ``replicas > 1`` the pods are one gang (all start together or none does, as a DDP
+    or MPI job needs); ``gang=False`` lets them start one by one.
+
+    If the job would stop one of your own notebook servers to make room (the service's dry
+    run says so), nothing is submitted and ``TenancyError`` says which server: pass
+    ``yes=True`` to go ahead. In a notebook one live status line follows the job
+    (``show=False``: none).
     """
     client = client or TenancyClient()
     if isinstance(command, str):
@@ -143,8 +177,33 @@ def submit_training(command=None, *, script: str | None = None, cpu=None, memory
     body = {
         "kind": "training", "command": command, "script": script, "replicas": replicas,
         "priorityClassName": priority_class, "tenant": tenant or os.environ.get("TENANCY_TENANT") or None,
-        "name": name, "env": env,
+        "name": name, "env": env, "gang": gang,
         "resources": {"requests": requests, "limits": dict((resources or {}).get("limits", {}))},
     }
+    if not yes:
+        dry = client.dry_run(**body)
+        mine = own_servers_evicted(dry, client)
+        if mine:
+            raise TenancyError(f"This job would stop {mine} to make room, and unsaved work there would be lost. "
+                               "Submit it again with --yes (yes=True in Python) to go ahead anyway.")
     job = Job(client, client.submit(**body))
+    if show if show is not None else _in_a_kernel():
+        job.show()
     return job.wait() if wait else job
+
+
+def own_servers_evicted(dry: dict, client: TenancyClient) -> str:
+    """``your server "gpu" (nb-alice-gpu)`` for each of the caller's own notebooks a dry run would evict."""
+    user = os.environ.get("JUPYTERHUB_USER")
+    victims = [e for e in dry.get("evictions") or [] if e.get("kind") == "notebook"]
+    if user is None and victims:
+        user = client.me().get("name")
+    names = [(f'your server "{e["serverName"]}"' if e.get("serverName") else "your default server") + f" ({e['name']})"
+             for e in victims if e.get("user") == user]
+    return " and ".join(names)
+
+
+def _in_a_kernel() -> bool:
+    from .live import in_a_kernel
+
+    return in_a_kernel()

@@ -6,7 +6,13 @@ Example::
     import torch
     ...
 
-Options: --cpu, --memory, --gpu, --replicas, --priority-class, --tenant, --name, --wait.
+Options: --cpu, --memory, --gpu, --replicas, --no-gang, --priority-class, --tenant, --name, --wait, --yes.
+Several replicas start all together (one gang) unless ``--no-gang``.
+
+One live status line follows the job (queued, running, done, with a link to its logs).
+If the job would stop one of your own notebook servers to make room, it is not
+submitted: the line says which, and ``--yes`` goes ahead anyway. The job is kept in the
+variable ``train_job`` of the notebook (``train_job.logs()``, ``train_job.cancel()``).
 """
 
 from __future__ import annotations
@@ -23,10 +29,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--memory")
     p.add_argument("--gpu")
     p.add_argument("--replicas", type=int, default=1)
+    p.add_argument("--no-gang", dest="gang", action="store_false", default=None)
     p.add_argument("--priority-class", dest="priority_class")
     p.add_argument("--tenant")
     p.add_argument("--name")
     p.add_argument("--wait", action="store_true")
+    p.add_argument("--yes", action="store_true")
     return p
 
 
@@ -34,17 +42,23 @@ def train(line: str, cell: str):
     try:
         args = _parser().parse_args(shlex.split(line))
     except SystemExit:
-        print("usage: %%train [--cpu N] [--memory Q] [--gpu N] [--replicas N] [--priority-class C] "
-              "[--tenant T] [--name N] [--wait]")
+        print("usage: %%train [--cpu N] [--memory Q] [--gpu N] [--replicas N] [--no-gang] [--priority-class C] "
+              "[--tenant T] [--name N] [--wait] [--yes]")
         return None
     try:
         job = submit_training(script=cell, cpu=args.cpu, memory=args.memory, gpu=args.gpu, replicas=args.replicas,
-                              priority_class=args.priority_class, tenant=args.tenant, name=args.name, wait=args.wait)
+                              priority_class=args.priority_class, tenant=args.tenant, name=args.name, wait=args.wait,
+                              yes=args.yes, show=True, gang=args.gang)
     except TenancyError as err:
-        print(f"training job refused: {err}")
+        print(f"training job not submitted: {err}")
         return None
-    print(job.status())
-    return job
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is not None:
+        shell.user_ns["train_job"] = job
+    # Nothing returned: the live line is the one output (a returned job would show a second one).
+    return None
 
 
 def register(ipython) -> None:

@@ -331,6 +331,7 @@ class Controller:
         self.rows.pop(row.id, None)
         self.evicting.pop(row.id, None)
         self.store.commit()
+        self.notify([row.id])
         self.poke()
         return row
 
@@ -397,7 +398,10 @@ class Controller:
         if self.metrics is not None:
             self.metrics.observe_tick(self, time.perf_counter() - started)
         for row in list(self.rows.values()):
+            before = row.state
             self._sync(row)
+            if row.state != before:  # e.g. a job that finished: its watchers hear it
+                touched.add(row.id)
         self.store.commit()
         self.notify(touched)
 
@@ -437,8 +441,10 @@ class Controller:
         self.store.record(now, victim.reason.code, victim.reason.message, row.id, victim.reason.details)
         if self.metrics is not None:
             self.metrics.evicted(victim)
-        if row.kind == NOTEBOOK:  # the grace period, unless the backend gives a warning window of its own
-            self.evicting[row.id] = {"deadline": ev.deadline, "message": victim.reason.message}
+        if row.kind == NOTEBOOK:  # its server stops after the backend's warning window, else the grace period
+            warn = getattr(self.backend, "notebook_warning_seconds", None)
+            self.evicting[row.id] = {"deadline": now + max(0.0, warn) if warn is not None else ev.deadline,
+                                     "message": victim.reason.message}
         self._spawn(self.backend.evict(row, victim, prow, ev.deadline - now, victim.reason))
 
     def warn_eviction(self, wid: str, deadline: float, message: str) -> None:
@@ -520,6 +526,8 @@ class Controller:
             self.rows.pop(row.id, None)
             self.owners.pop(row.id, None)
         self.store.commit()
+        if row is not None:
+            self.notify([row.id])
         self.poke()
 
     # -- state of rows ----------------------------------------------------------------
@@ -582,7 +590,7 @@ class Controller:
             "id": row.id, "kind": row.kind, "name": row.name, "user": row.user, "namespace": row.namespace,
             "tenant": row.tenant, "priorityClassName": row.spec.get("priorityClassName"),
             "state": row.state, "created": row.created, "finished": row.finished,
-            "replicas": row.spec.get("replicas", 1), "succeeded": row.succeeded,
+            "replicas": row.spec.get("replicas", 1), "gang": bool(row.spec.get("gang")), "succeeded": row.succeeded,
             "resources": row.spec.get("resources"), "serverName": row.spec.get("serverName"),
             "reason": head.get("reason"), "message": head.get("message"), "details": head.get("details"),
             "position": head.get("position"), "leafPosition": head.get("leafPosition"),
@@ -666,7 +674,9 @@ class Controller:
         if row.kind not in (NOTEBOOK, TRAINING):
             raise ValidationError(f"unknown kind {row.kind!r} (notebook, training)")
         owner = self._make_owner(row)
-        for prow in row.pods:
+        if owner.spec.gang:
+            await self._restore_gang(row, owner, now)
+        for prow in row.pods if not owner.spec.gang else []:
             owner._next_index = max(owner._next_index, prow.index + 1)
             if prow.phase not in ("Pending", "Running", "Rejected", "Terminating"):
                 continue
@@ -694,6 +704,47 @@ class Controller:
         self.rows.pop(row.id, None)
         self.owners.pop(row.id, None)
         return 0
+
+    async def _restore_gang(self, row: WorkloadRow, owner: Owner, now: float) -> None:
+        """A gang comes back whole or not at all: all its running pods adopted where they ran, or
+        those still running stopped and the whole gang queued again in its old place."""
+        for prow in row.pods:
+            owner._next_index = max(owner._next_index, prow.index + 1)
+        prows = [p for p in row.pods if p.phase in ("Pending", "Running", "Rejected", "Terminating")]
+        if not prows:
+            return
+        pods = self.engine.submit_gang(row.namespace, [p.name for p in prows], owner.spec.template, now,
+                                       created=min(p.created for p in prows), owner=(owner.spec.kind, owner.spec.name))
+        owner.pods += pods
+        self.pod_rows.update((pod.uid, prow) for pod, prow in zip(pods, prows))
+        ran = [(pod, prow) for pod, prow in zip(pods, prows) if prow.phase in ("Running", "Terminating")]
+        if not ran:
+            return  # it was waiting: it waits again, whole, in its place
+        status = {pod.uid: await _backend(self.backend.recover(row, prow, pod)) for pod, prow in ran}
+        if len(ran) == len(pods) and all(status[pod.uid] == "running" and prow.phase == "Running" for pod, prow in ran):
+            adopted = [self.engine.adopt(pod, prow.node, prow.admitted_at or now) for pod, prow in ran]
+            if all(adopted):
+                return
+            for pod, ok in zip(pods, adopted):
+                if ok:  # a node is gone or full: the gang may not run in part
+                    self.engine.delete(pod.uid)
+            pods = self.engine.submit_gang(row.namespace, [p.name for p in prows], owner.spec.template, now,
+                                           created=min(p.created for p in prows),
+                                           owner=(owner.spec.kind, owner.spec.name))
+            owner.pods = pods
+            self.pod_rows.update((pod.uid, prow) for pod, prow in zip(pods, prows))
+            status = {pod.uid: "running" for pod in pods}
+            ran = list(zip(pods, prows))
+        for pod, prow in ran:
+            if status[pod.uid] == "running":
+                await _backend(self.backend.stop(row, pod, prow))  # gone before the gang may be admitted again
+        for pod, prow in ran:
+            if isinstance(status[pod.uid], tuple) and status[pod.uid][1] and status[pod.uid][1] < 128 \
+                    and prow.phase != "Terminating":
+                self._restore_ended(row, owner, pod, prow, status[pod.uid], now)  # a member failed: the job fails
+                return
+        self.store.record(now, "requeued", f"gang {row.name} did not all run after the restart; it is queued "
+                          "again, whole, in its place", row.id)
 
     def _quarantine(self, wid: str, err: Exception, now: float) -> None:
         """Set aside a workload that could not be restored: forgotten by the engine, kept in the store."""
@@ -774,7 +825,8 @@ def _owner(kind: str, namespace: str, name: str, spec: dict) -> Owner:
     k8s_kind = "Pod" if kind == NOTEBOOK else "Job"
     return Owner(WorkloadSpec(kind=k8s_kind, namespace=namespace, name=name, template=template,
                               pods=spec.get("replicas", 1),
-                              completions=spec.get("replicas", 1) if k8s_kind == "Job" else None))
+                              completions=spec.get("replicas", 1) if k8s_kind == "Job" else None,
+                              gang=bool(spec.get("gang"))))
 
 
 def _dns(name: str) -> str:

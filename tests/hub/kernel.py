@@ -35,8 +35,11 @@ async def _execute(base: str, kernel: str, token: str, code: str, timeout: float
     }))
     out, error = [], None
     async def collect():
+        # Done when the reply (shell) came and the kernel went idle (iopub): the two channels
+        # are not ordered with each other, and the last output may follow the reply.
         nonlocal error
-        while True:
+        replied = idle = False
+        while not (replied and idle):
             raw = await conn.read_message()
             if raw is None:
                 raise AssertionError("kernel websocket closed")
@@ -49,7 +52,9 @@ async def _execute(base: str, kernel: str, token: str, code: str, timeout: float
             elif kind == "error":
                 error = "\n".join(msg["content"]["traceback"])
             elif kind == "execute_reply":
-                return
+                replied = True
+            elif kind == "status" and msg["content"].get("execution_state") == "idle":
+                idle = True
     try:
         await asyncio.wait_for(collect(), timeout)
     finally:

@@ -244,8 +244,10 @@ def test_cell_magic_and_terminal_commands(hub):
     out = run_code(hub, "carol", token(hub, "carol"), (
         "%load_ext hub_ext.client\n"
         # a cell magic must open its cell; this is what `%%train ...` runs
-        "get_ipython().run_cell_magic('train', '--cpu 1 --name magic-job --wait', \"print('hello from the magic')\")\n"))
-    assert "magic-job" in out and "Succeeded" in out, out
+        "get_ipython().run_cell_magic('train', '--cpu 1 --name magic-job --wait', \"print('hello from the magic')\")\n"
+        # the magic's one output is its live status line (a display); the job is kept in train_job
+        "print(train_job.name, train_job.state)\n"))
+    assert out.split() == ["magic-job", "Succeeded"], out
     env = {**os.environ, "TENANCY_API_URL": hub.url(API), "JUPYTERHUB_API_TOKEN": token(hub, "carol")}
     tenancy = [sys.executable, "-m", "hub_ext.cli"]
     jobs = subprocess.run(tenancy + ["jobs"], env=env, capture_output=True, text=True, timeout=60)

@@ -90,8 +90,13 @@ def test_a_notebook_the_hub_does_not_run_gives_its_room_back(hub):
 def test_jobs_without_requests_are_charged_and_replicas_are_capped(hub):
     status, body = svc(hub, "dave", "POST", "/workloads", {"command": ["sleep", "60"], "replicas": 1000})
     assert status == 400 and "replicas 1000 is more than the 64 allowed" in body["error"]
+    status, gang = svc(hub, "erin", "POST", "/workloads", {"tenant": "team-b", "command": ["sleep", "60"],
+                                                          "replicas": 30})
+    assert status == 201 and gang["gang"] and gang["state"] == "Pending"  # 30 CPUs at once: never more than 20
+    assert "30 pods" in gang["message"] and float(leaf_used(hub, "root.a.2")) == 0
+    assert svc(hub, "erin", "DELETE", f"/workloads/{gang['id']}")[0] == 200
     status, wl = svc(hub, "erin", "POST", "/workloads", {"tenant": "team-b", "command": ["sleep", "60"],
-                                                        "replicas": 30})
+                                                        "replicas": 30, "gang": False})
     assert status == 201, wl
     assert wl["resources"]["requests"] == {"cpu": "1", "memory": "1Gi"}
     def settled():

@@ -34,7 +34,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
 
 import controlplane
-from hub_ext.client.api import TenancyClient, submit_training
+from hub_ext.client.api import TenancyClient, TenancyError, submit_training
 
 from hub_ext.backends.kubernetes.backend import WORKLOAD_LABEL
 from hub_ext.backends.kubernetes.objects import INSTANCE, MANAGED_BY, MANAGER, QUOTA_LEAF, TENANT
@@ -386,7 +386,11 @@ def test_training_job_from_a_user_preempts_her_notebook(setup):
     assert big.logs() == "step 1\nstep 2\n"
     # the node (16 CPU) and team-a's max (16) are full: one more CPU at a higher priority evicts the notebook
     one = {"cpu": "1", "memory": "1Gi"}
-    more = submit_training(["python", "more.py"], resources={"requests": one, "limits": one}, name="more", client=me)
+    # the dry run sees it would stop her own server: not without her yes
+    with pytest.raises(TenancyError, match="This job would stop your default server"):
+        submit_training(["python", "more.py"], resources={"requests": one, "limits": one}, name="more", client=me)
+    more = submit_training(["python", "more.py"], resources={"requests": one, "limits": one}, name="more", client=me,
+                           yes=True)
     wait_for(lambda: more.refresh().state == "Running", 40, "the second job to run")
     assert not notebook_pods(s, ns, "alice")
     wait_for(lambda: not (s.hub.server_model("alice") or {}).get("ready"), 20, "the hub to see the server gone")

@@ -1,0 +1,272 @@
+"""``BASE/tenancy/api/...``: what the lab extension calls, authenticated by jupyter-server as usual.
+
+- ``GET state``: one snapshot: the team, its quota path to the root (with numbers for
+  bars), my workloads, notices about my stopped servers that I have not dismissed,
+  and which workload is this very server.
+- ``GET events``: server-sent events to the page: ``state`` (a snapshot) at once and
+  after every change the service reports, ``workload`` (one workload, as the service
+  sends it, e.g. with ``evictionDeadline``), and ``status`` (``{"ok": false, "message"}``
+  while the service cannot be reached). One upstream stream per page, no polling.
+- ``POST workloads`` (``?dryRun=true`` too), ``GET``/``DELETE workloads/ID``,
+  ``GET workloads/ID/logs``: passed to the service with this server's token.
+- ``POST notices/dismiss`` ``{"workload": ID}``: that stopped server is not mentioned again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+
+from jupyter_core.paths import jupyter_data_dir
+from jupyter_server.base.handlers import APIHandler, JupyterHandler
+from jupyter_server.utils import url_path_join
+from tornado import web
+from tornado.iostream import StreamClosedError
+
+from .quota_view import current_tenant, quota_path
+from .upstream import DOWN, ServiceDown, ServiceRefused, Upstream
+
+#: A snapshot is sent this long after the last change reported (changes come in bursts).
+SETTLE_SECONDS = 0.3
+#: Other teams' work changes the parents' usage without an event of ours: refresh this often.
+REFRESH_SECONDS = 30
+#: Waiting before the service is asked again after it failed: growing up to the last.
+RETRY_SECONDS = (1, 2, 5, 10, 30)
+NOT_IN_A_HUB = ("This server does not run in a JupyterHub with the tenancy scheduler "
+                "(TENANCY_API_URL is not set), so there is no team quota to show.")
+_ID = r"([0-9a-f]{1,64})"
+
+
+class Dismissed:
+    """Stopped servers the user has dismissed the notice of: a small JSON list in their Jupyter data folder."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = path or Path(jupyter_data_dir()) / "jupyterhub-tenancy" / "dismissed-notices.json"
+
+    def ids(self) -> set[str]:
+        try:
+            return set(json.loads(self.path.read_text()))
+        except (OSError, ValueError, TypeError):
+            return set()
+
+    def add(self, wid: str) -> None:
+        ids = sorted(self.ids() | {wid})[-500:]  # notices live a day; a short list is plenty
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(ids))
+        os.replace(tmp, self.path)
+
+
+class TenancyHandler(APIHandler):
+    @property
+    def upstream(self) -> Upstream:
+        return self.settings["tenancy_upstream"]
+
+    @property
+    def dismissed(self) -> Dismissed:
+        return self.settings["tenancy_dismissed"]
+
+    def refuse(self, err: Exception):
+        if isinstance(err, ServiceRefused):
+            self.set_status(err.status)
+            return self.finish(json.dumps({"error": str(err)}))
+        self.log.warning("tenancy: the scheduler service failed: %s", err)
+        self.set_status(503)
+        return self.finish(json.dumps({"error": DOWN}))
+
+    async def snapshot(self) -> dict:
+        """Everything the page shows, in one answer; ``ok`` False with a sentence when the service is down."""
+        if not self.upstream.configured:
+            return {"available": False, "ok": False, "message": NOT_IN_A_HUB}
+        me, tree = await asyncio.gather(self.upstream.call("GET", "/me"), self.upstream.call("GET", "/tree"))
+        tenant = current_tenant(me.get("tenants") or [], os.environ.get("TENANCY_TENANT"))
+        dismissed = self.dismissed.ids()
+        return {
+            "available": True, "ok": True, "message": None, "time": time.time(),
+            "user": me.get("name"),
+            "server": {"name": os.environ.get("JUPYTERHUB_SERVER_NAME", ""),
+                       "workloadId": os.environ.get("TENANCY_WORKLOAD_ID") or None},
+            "tenant": tenant, "tenants": me.get("tenants") or [],
+            "path": quota_path(tree.get("tree"), tree.get("quota") or {}, (tenant or {}).get("quotaLeaf")),
+            "workloads": [w for w in me.get("workloads") or [] if w.get("user") == me.get("name")],
+            "notices": [n for n in me.get("notices") or [] if n.get("workload") not in dismissed],
+        }
+
+
+class StateHandler(TenancyHandler):
+    @web.authenticated
+    async def get(self):
+        try:
+            self.finish(json.dumps(await self.snapshot()))
+        except (ServiceDown, ServiceRefused) as err:
+            self.refuse(err)
+
+
+class EventsHandler(TenancyHandler):
+    """The page's one stream. The service's events come through as they are, with a fresh snapshot after them."""
+
+    _gone = False
+    _queue: asyncio.Queue | None = None
+
+    def on_connection_close(self):
+        self._gone = True
+        if self._queue is not None:
+            self._queue.put_nowait(None)
+
+    async def _send(self, event: str, data) -> None:
+        self.write(f"event: {event}\ndata: {json.dumps(data, default=str)}\n\n")
+        await self.flush()
+
+    @web.authenticated
+    async def get(self):
+        self.set_header("Content-Type", "text/event-stream")
+        self.set_header("Cache-Control", "no-cache")
+        self.set_header("X-Accel-Buffering", "no")  # nginx in front of a hub must not hold events back
+        self._queue: asyncio.Queue = asyncio.Queue()
+        if not self.upstream.configured:
+            await self._send("state", {"available": False, "ok": False, "message": NOT_IN_A_HUB})
+            return
+        pump = asyncio.ensure_future(self._pump())
+        try:
+            while not self._gone:
+                item = await self._queue.get()
+                if item is None:
+                    break
+                await self._send(*item)
+        except StreamClosedError:
+            pass
+        finally:
+            # The pump ends by itself: its stream is dropped at the service's next keep-alive
+            # (cancelling it mid-read would leave tornado logging a cancelled fetch).
+            self._gone = True
+            pump.add_done_callback(lambda _: None)
+
+    async def _pump(self) -> None:
+        """Upstream to queue: a snapshot, then the service's events; on failure, a sentence and a retry."""
+        failures, refresh = 0, None
+        while not self._gone:
+            try:
+                self._queue.put_nowait(("state", await self.snapshot()))
+                failures = 0
+                refresh = asyncio.ensure_future(self._refresh_every(REFRESH_SECONDS))
+                await self.upstream.stream(self._on_event, lambda: self._gone)
+                # the service ended the stream (it restarted): connect again at once
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # noqa: BLE001 - whatever failed, the page hears it and we retry
+                if not isinstance(err, (ServiceDown, ServiceRefused, OSError)):
+                    self.log.exception("tenancy: relaying the scheduler's events failed")
+                else:
+                    self.log.warning("tenancy: the scheduler service failed: %s", err)
+                if failures == 0:  # said once per outage, not at every retry
+                    self._queue.put_nowait(("status", {"ok": False, "message": DOWN}))
+                failures += 1
+            finally:
+                if refresh is not None:
+                    refresh.cancel()
+            await asyncio.sleep(RETRY_SECONDS[min(failures, len(RETRY_SECONDS) - 1)] if failures else 0.5)
+
+    def _on_event(self, event: dict | None) -> None:
+        if event is None:
+            return  # a keep-alive
+        if event.get("type") == "workload":
+            self._queue.put_nowait(("workload", event.get("workload")))
+        self._settle()
+
+    def _settle(self) -> None:
+        """One snapshot after a burst of changes, not one per change."""
+        handle = getattr(self, "_settling", None)
+        if handle is not None:
+            handle.cancel()
+        loop = asyncio.get_running_loop()
+        self._settling = loop.call_later(SETTLE_SECONDS, lambda: asyncio.ensure_future(self._push_snapshot()))
+
+    async def _push_snapshot(self) -> None:
+        if self._gone:
+            return
+        try:
+            self._queue.put_nowait(("state", await self.snapshot()))
+        except (ServiceDown, ServiceRefused, OSError) as err:
+            self.log.warning("tenancy: the scheduler service failed: %s", err)
+            self._queue.put_nowait(("status", {"ok": False, "message": DOWN}))
+
+    async def _refresh_every(self, seconds: float) -> None:
+        while not self._gone:
+            await asyncio.sleep(seconds)
+            await self._push_snapshot()
+
+
+class WorkloadsHandler(TenancyHandler):
+    @web.authenticated
+    async def post(self):
+        query = "?dryRun=true" if self.get_argument("dryRun", "false").lower() in ("1", "true", "yes") else ""
+        try:
+            answer = await self.upstream.call("POST", "/workloads" + query, self.request.body)
+        except (ServiceDown, ServiceRefused) as err:
+            return self.refuse(err)
+        self.set_status(200 if query else 201)
+        self.finish(json.dumps(answer))
+
+
+class WorkloadHandler(TenancyHandler):
+    @web.authenticated
+    async def get(self, wid):
+        try:
+            self.finish(json.dumps(await self.upstream.call("GET", f"/workloads/{wid}")))
+        except (ServiceDown, ServiceRefused) as err:
+            self.refuse(err)
+
+    @web.authenticated
+    async def delete(self, wid):
+        try:
+            self.finish(json.dumps(await self.upstream.call("DELETE", f"/workloads/{wid}")))
+        except (ServiceDown, ServiceRefused) as err:
+            self.refuse(err)
+
+
+class LogsHandler(TenancyHandler):
+    """Plain text, for the page's log view and for people following a notebook's link; errors stay JSON."""
+
+    def finish(self, *args, **kwargs):
+        if self.get_status() == 200:
+            self.update_api_activity()
+            return JupyterHandler.finish(self, *args, **kwargs)  # not APIHandler's: it makes it JSON
+        return super().finish(*args, **kwargs)
+
+    @web.authenticated
+    async def get(self, wid):
+        try:
+            text = await self.upstream.call("GET", f"/workloads/{wid}/logs", raw=True)
+        except (ServiceDown, ServiceRefused) as err:
+            return self.refuse(err)
+        self.set_header("Content-Type", "text/plain; charset=utf-8")
+        self.finish(text)
+
+
+class DismissHandler(TenancyHandler):
+    @web.authenticated
+    async def post(self):
+        body = self.get_json_body() or {}
+        wid = body.get("workload") if isinstance(body, dict) else None
+        if not isinstance(wid, str) or not wid.isalnum() or len(wid) > 64:
+            raise web.HTTPError(400, "Say which notice to dismiss: {\"workload\": \"<id>\"}.")
+        self.dismissed.add(wid)
+        self.finish(json.dumps({"dismissed": wid}))
+
+
+def setup_handlers(serverapp) -> None:
+    web_app = serverapp.web_app
+    web_app.settings.setdefault("tenancy_upstream", Upstream())
+    web_app.settings.setdefault("tenancy_dismissed", Dismissed())
+    base = url_path_join(web_app.settings["base_url"], "tenancy", "api")
+    web_app.add_handlers(".*$", [
+        (url_path_join(base, "state"), StateHandler),
+        (url_path_join(base, "events"), EventsHandler),
+        (url_path_join(base, "workloads"), WorkloadsHandler),
+        (url_path_join(base, "workloads", _ID), WorkloadHandler),
+        (url_path_join(base, "workloads", _ID, "logs"), LogsHandler),
+        (url_path_join(base, "notices", "dismiss"), DismissHandler),
+    ])

@@ -1,0 +1,99 @@
+/** What the server extension (hub_ext/labserver) sends; see its handlers.py. */
+
+export interface IResourceBar {
+  resource: string;
+  used: number;
+  min: number;
+  max: number | null;
+  borrowed: number;
+  usedText: string;
+  minText: string;
+  maxText: string | null;
+  atMax: boolean;
+}
+
+export interface IQuotaNode {
+  name: string;
+  resources: IResourceBar[];
+}
+
+export interface ITenant {
+  group: string;
+  namespace: string;
+  quotaLeaf: string | null;
+  priorityClasses: string[];
+  errors?: string[];
+}
+
+export interface IPod {
+  name: string;
+  phase: string;
+  startedAt?: number | null;
+  finishedAt?: number | null;
+}
+
+export interface IWorkload {
+  id: string;
+  kind: 'notebook' | 'training' | string;
+  name: string;
+  user: string;
+  namespace: string;
+  tenant?: string | null;
+  priorityClassName?: string | null;
+  state: string;
+  created: number;
+  finished?: number | null;
+  replicas?: number;
+  resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
+  serverName?: string | null;
+  reason?: string | null;
+  message?: string | null;
+  details?: Record<string, any> | null;
+  position?: number | null;
+  leafPosition?: number | null;
+  pods?: IPod[];
+  events?: { time: number; type: string; message: string }[];
+  evictionDeadline?: number;
+  evictionMessage?: string;
+}
+
+export interface INotice {
+  workload: string;
+  name: string;
+  serverName: string;
+  time: number;
+  message: string;
+  preemptor?: string;
+}
+
+export interface ISnapshot {
+  available: boolean;
+  ok: boolean;
+  message: string | null;
+  time?: number;
+  user?: string;
+  server?: { name: string; workloadId: string | null };
+  tenant?: ITenant | null;
+  tenants?: ITenant[];
+  path?: IQuotaNode[];
+  workloads?: IWorkload[];
+  notices?: INotice[];
+}
+
+export interface IDryRun {
+  state: string;
+  startsAfterEvictions: boolean;
+  message: string | null;
+  position: number | null;
+  evictions: {
+    workload: string | null;
+    kind: string | null;
+    name: string;
+    user: string | null;
+    serverName: string | null;
+    namespace: string;
+    message: string;
+  }[];
+}
+
+export const FINAL = ['Succeeded', 'Failed', 'Cancelled', 'Stopped', 'Preempted', 'Rejected', 'Quarantined'];
