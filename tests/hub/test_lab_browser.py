@@ -6,8 +6,6 @@ and %%train's live line in a notebook. Screenshots: docs/screenshots/lab-*.png (
 
 from __future__ import annotations
 
-import json
-import os
 import pwd
 import re
 import secrets

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import _make_hub, _start
+from demo_hub import wait_for
 from harness import free_port, proc_alive
 
 ROOT = Path(os.environ.get("TENANCY_TEST_ROOT", Path(__file__).resolve().parents[2]))
@@ -39,17 +40,6 @@ def demo_hub(chp_path, tmp_path_factory):
     yield make
     for hub in hubs:
         hub.stop()
-
-
-def wait_for(predicate, what: str, timeout: float = 60, interval: float = 0.3):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(interval)
 
 
 def answers(hub) -> bool:

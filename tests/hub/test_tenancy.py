@@ -19,38 +19,17 @@ from pathlib import Path
 
 import pytest
 
-from conftest import _make_hub, _start
-from harness import free_port
+from demo_hub import API, start_demo_hub, svc, token, wait_for
 from kernel import run_code
-
-ROOT = Path(__file__).resolve().parents[2]
-API = "/services/tenancy/api/v1"
 
 
 @pytest.fixture(scope="module")
 def hub(chp_path, tmp_path_factory):
-    work = tmp_path_factory.mktemp("tenancy-hub")
-    env = {"TENANCY_DEMO_STATE": str(work / "state"), "TENANCY_SERVICE_PORT": str(free_port()),
-           "TENANCY_NOTEBOOK_WARNING_SECONDS": "2"}
-    h = _make_hub(chp_path, work, ROOT / "demo" / "jupyterhub_config.py", env=env)
-    _start(h)
-    h.tokens = {}
+    h = start_demo_hub(chp_path, tmp_path_factory.mktemp("tenancy-hub"))
     try:
-        wait_for(lambda: h.request("GET", f"{API}/health").status_code == 200, "the tenancy service to answer")
         yield h
     finally:
         h.stop()
-
-
-def wait_for(predicate, what: str, timeout: float = 60, interval: float = 0.3):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(interval)
 
 
 def read_sse(hub, path: str, tok: str, until, timeout: float = 30) -> list[dict]:
@@ -76,19 +55,6 @@ def read_sse(hub, path: str, tok: str, until, timeout: float = 30) -> list[dict]
     finally:
         conn.close()
     raise AssertionError(f"the stream ended or timed out first: {events}")
-
-
-def token(hub, user: str) -> str:
-    if user not in hub.tokens:
-        hub.login(user, "demo")  # group membership comes from the authenticator at login
-        hub.tokens[user] = hub.token_for(user)
-    return hub.tokens[user]
-
-
-def svc(hub, user: str, method: str, path: str, json=None, tok: str | None = None):
-    r = hub.request(method, API + path, token=tok or token(hub, user), json=json)
-    body = r.json() if r.headers.get("Content-Type", "").startswith("application/json") else r.text
-    return r.status_code, body
 
 
 def workloads(hub, user: str, **query) -> list[dict]:
@@ -192,9 +158,10 @@ def test_resource_quota_rejection_is_a_clear_spawn_error(hub):
         return model is None or not (model.get("pending") or model.get("ready"))
     wait_for(failed, "dave's spawn to fail")
     log = hub.log_tail(200)
-    assert "Team team-d's quota refuses this server" in log
+    assert "Large: 10 CPU, 8 GiB does not fit in team team-d's namespace quota dev-quota" in log
     assert "exceeded quota: dev-quota, requested: requests.cpu=10, used: requests.cpu=10, limited: requests.cpu=15" in log
-    assert "raise the namespace's ResourceQuota" in log
+    assert "The Small: 5 CPU, 4 GiB profile would fit: choose it on the spawn page." in log  # 5 of 15 CPUs left
+    assert "ask an admin to raise the quota" in log
     svc(hub, "dave", "DELETE", f"/workloads/{job['id']}")
 
 
