@@ -67,8 +67,10 @@ c.TenancyLocalSpawner.home_dir_template = f"{state}/home/{{username}}"
 c.TenancyLocalSpawner.tenancy_service_url = f"http://127.0.0.1:{service_port}/services/tenancy/"
 c.TenancyLocalSpawner.default_url = "/lab"
 c.TenancyLocalSpawner.profiles = {
-    "small": {"display_name": "Small: 5 CPU, 4 GiB", "resources": {"requests": {"cpu": "5", "memory": "4Gi"}}},
-    "large": {"display_name": "Large: 10 CPU, 8 GiB", "resources": {"requests": {"cpu": "10", "memory": "8Gi"}}},
+    "small": {"display_name": "Small: 5 CPU, 4 GiB", "description": "For exploring data, writing code and small experiments.",
+              "resources": {"requests": {"cpu": "5", "memory": "4Gi"}}},
+    "large": {"display_name": "Large: 10 CPU, 8 GiB", "description": "For heavier preprocessing and local training runs.",
+              "resources": {"requests": {"cpu": "10", "memory": "8Gi"}}},
 }
 # A Python the users' accounts can run (this one, unless it is where they cannot enter, as
 # pyenv under /root: then a virtualenv in /opt with this one's packages).
@@ -104,11 +106,15 @@ c.JupyterHub.services = [{
     "name": "tenancy",
     "url": f"http://127.0.0.1:{service_port}",
     "command": [sys.executable, "-m", "hub_ext.cli", "serve", "--config", os.path.join(here, "tenancy_config.py")],
-    "display": False,
+    # In the hub's Services menu for every user with access (the dashboards, and for admins the tree
+    # editor and the tenants page).
+    "display": True,
+    "info": {"description": "Cluster, nodes, jobs and quota dashboards; the quota-tree editor and tenants (admins)."},
     "oauth_no_confirm": True,
     # A browser logged in to the hub may read its own /me and workloads through the page's OAuth.
     "oauth_client_allowed_scopes": ["custom:tenancy:use!user"],
     "environment": {"TENANCY_DEMO_STATE": state, "PYTHONUNBUFFERED": "1",
                     # a shorter warning before a notebook is stopped (tests); the default is a minute
-                    **{k: os.environ[k] for k in ("TENANCY_NOTEBOOK_WARNING_SECONDS",) if os.environ.get(k)}},
+                    **{k: os.environ[k] for k in ("TENANCY_NOTEBOOK_WARNING_SECONDS", "TENANCY_HISTORY_SECONDS")
+                       if os.environ.get(k)}},
 }]

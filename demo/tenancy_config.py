@@ -28,6 +28,9 @@ c.LocalBackend.nodes_config = [
 # open documents); the tests shorten it through this variable.
 if os.environ.get("TENANCY_NOTEBOOK_WARNING_SECONDS"):
     c.LocalBackend.notebook_warning_seconds = float(os.environ["TENANCY_NOTEBOOK_WARNING_SECONDS"])
+# The pages' history: a sample every 15 s (the tests take one a second), kept for two days.
+if os.environ.get("TENANCY_HISTORY_SECONDS"):
+    c.TenancyService.history_interval_seconds = float(os.environ["TENANCY_HISTORY_SECONDS"])
 # Namespace hard caps, as the API server would enforce them: team-d may request at most
 # 15 CPUs in all (pending work counts too), whatever its quota leaf would lend it.
 c.TenancyService.objects = [

@@ -11,8 +11,10 @@ Group properties are flat string keys, so the stock admin panel edits them:
 
 A group is a tenant when it sets ``tenancy.namespace`` or ``tenancy.quota-leaf``.
 A tenant whose properties are wrong (unknown leaf, a namespace that hangs on
-another leaf, ...) is listed with its errors for the admin and cannot be used;
-nothing crashes.
+another leaf, ...) is listed with its errors, and for each what to do, for the
+admin, and cannot be used; nothing crashes. A group that sets other
+``tenancy.*`` properties but neither of those two is listed the same way (a
+typo such as ``tenancy.quota_leaf`` would otherwise go unnoticed).
 """
 
 from __future__ import annotations
@@ -41,6 +43,11 @@ class Tenant:
     priority_classes: list[str] = field(default_factory=lambda: list(DEFAULT_CLASSES))
     members: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    fixes: list[str] = field(default_factory=list)  # for each error, what an admin does about it
+
+    def fault(self, error: str, fix: str) -> None:
+        self.errors.append(error)
+        self.fixes.append(fix)
 
     @property
     def usable(self) -> bool:
@@ -50,7 +57,7 @@ class Tenant:
         return {
             "group": self.group, "namespace": self.namespace, "quotaLeaf": self.leaf, "role": self.role,
             "profiles": self.profiles, "priorityClasses": self.priority_classes, "members": self.members,
-            "errors": self.errors,
+            "errors": self.errors, "fixes": self.fixes,
         }
 
 
@@ -65,23 +72,36 @@ def tenants_from_groups(groups: list[dict], tree: ElasticQuotaTree | None, prior
     ns_owner: dict[str, str] = {}
     for group in sorted(groups, key=lambda g: g.get("name", "")):
         props = group.get("properties") or {}
-        if not isinstance(props, dict) or not (NAMESPACE in props or LEAF in props):
+        if not isinstance(props, dict):
             continue
         name = group["name"]
+        edit = f"In the hub's admin panel (Groups, {name}), "
+        if not (NAMESPACE in props or LEAF in props):
+            stray = sorted(k for k in props if isinstance(k, str) and k.startswith(PREFIX))
+            if stray:  # meant as a team, surely: say why it is not one
+                tenant = Tenant(group=name, namespace=name, members=sorted(group.get("users") or []))
+                tenant.fault(f"sets {', '.join(stray)} but neither {NAMESPACE} nor {LEAF}, so it is not a team",
+                             edit + f"add {NAMESPACE} (the team's namespace) or {LEAF} (its quota leaf), or remove "
+                             "the tenancy properties if this group is not a team.")
+                out.append(tenant)
+            continue
         tenant = Tenant(group=name, namespace=str(props.get(NAMESPACE, name)), members=sorted(group.get("users") or []))
-        errors = tenant.errors
         for key, value in props.items():
             if key.startswith(PREFIX) and key not in KNOWN:
-                errors.append(f"unknown property {key} (known: {', '.join(sorted(KNOWN))})")
+                tenant.fault(f"unknown property {key} (known: {', '.join(sorted(KNOWN))})",
+                             edit + f"rename {key} to one of the known properties, or remove it.")
             elif key in KNOWN and not isinstance(value, str):
-                errors.append(f"property {key} must be a string, got {type(value).__name__}")
+                tenant.fault(f"property {key} must be a string, got {type(value).__name__}",
+                             edit + f"set {key} to a plain text value.")
         try:
             namespace_name(tenant.namespace, f"property {NAMESPACE}")
         except ValidationError as err:
-            errors.append(str(err))
+            tenant.fault(str(err), edit + f"set {NAMESPACE} to a valid Kubernetes namespace name: lowercase "
+                         "letters, digits and '-', at most 63 characters.")
         role = props.get(ROLE, "researcher")
         if role not in ROLES:
-            errors.append(f"property {ROLE} must be researcher or admin, got {role!r}")
+            tenant.fault(f"property {ROLE} must be researcher or admin, got {role!r}",
+                         edit + f"set {ROLE} to researcher or admin, or remove it (researcher).")
         else:
             tenant.role = role
         if isinstance(props.get(PROFILES), str):
@@ -90,13 +110,18 @@ def tenants_from_groups(groups: list[dict], tree: ElasticQuotaTree | None, prior
             tenant.priority_classes = _csv(props[CLASSES])
             unknown = [c for c in tenant.priority_classes if priority_classes and c not in priority_classes]
             if unknown:
-                errors.append(f"property {CLASSES}: no PriorityClass named {', '.join(unknown)}")
-        _check_leaf(tenant, props.get(LEAF), tree, errors)
+                tenant.fault(f"property {CLASSES}: no PriorityClass named {', '.join(unknown)}",
+                             edit + f"list only existing classes in {CLASSES} "
+                             f"({', '.join(sorted(priority_classes))}).")
+        _check_leaf(tenant, props.get(LEAF), tree, edit)
         if tenant.leaf and tenant.leaf in leaf_owner:
-            errors.append(f"quota leaf {tenant.leaf} already belongs to group {leaf_owner[tenant.leaf]} (a group maps 1:1 to a leaf)")
+            tenant.fault(f"quota leaf {tenant.leaf} already belongs to group {leaf_owner[tenant.leaf]} "
+                         "(a group maps 1:1 to a leaf)",
+                         edit + f"point {LEAF} at a leaf no other team uses, or add a leaf in the quota-tree editor.")
         if tenant.namespace in ns_owner:
-            errors.append(f"namespace {tenant.namespace} already belongs to group {ns_owner[tenant.namespace]}")
-        if not errors:
+            tenant.fault(f"namespace {tenant.namespace} already belongs to group {ns_owner[tenant.namespace]}",
+                         edit + f"give this team a namespace of its own in {NAMESPACE}.")
+        if not tenant.errors:
             if tenant.leaf:
                 leaf_owner[tenant.leaf] = name
             ns_owner[tenant.namespace] = name
@@ -104,7 +129,7 @@ def tenants_from_groups(groups: list[dict], tree: ElasticQuotaTree | None, prior
     return out
 
 
-def _check_leaf(tenant: Tenant, leaf, tree: ElasticQuotaTree | None, errors: list[str]) -> None:
+def _check_leaf(tenant: Tenant, leaf, tree: ElasticQuotaTree | None, edit: str) -> None:
     current = tree.leaf_of.get(tenant.namespace) if tree else None
     if leaf is None:
         tenant.leaf = current.name if current else None
@@ -112,16 +137,21 @@ def _check_leaf(tenant: Tenant, leaf, tree: ElasticQuotaTree | None, errors: lis
     if not isinstance(leaf, str):
         return
     if tree is None:
-        errors.append(f"property {LEAF} is {leaf!r}, but there is no quota tree")
+        tenant.fault(f"property {LEAF} is {leaf!r}, but there is no quota tree",
+                     edit + f"remove {LEAF}, or define a quota tree (TenancyService.tree_file) with that leaf.")
         return
     node = tree.nodes.get(leaf)
+    leaves = ", ".join(sorted(n.name for n in tree.leaves()))
     if node is None:
-        leaves = ", ".join(sorted(n.name for n in tree.leaves()))
-        errors.append(f"property {LEAF}: {leaf!r} is not a node of the quota tree (leaves: {leaves})")
+        tenant.fault(f"property {LEAF}: {leaf!r} is not a node of the quota tree (leaves: {leaves})",
+                     edit + f"set {LEAF} to one of the leaves ({leaves}), or add {leaf} in the quota-tree editor.")
     elif not node.is_leaf:
-        errors.append(f"property {LEAF}: {leaf!r} has children; a tenant maps to a leaf")
+        tenant.fault(f"property {LEAF}: {leaf!r} has children; a tenant maps to a leaf",
+                     edit + f"set {LEAF} to a leaf ({leaves}).")
     elif current is not None and current.name != leaf:
-        errors.append(f"namespace {tenant.namespace} hangs on quota leaf {current.name}, not on {leaf}")
+        tenant.fault(f"namespace {tenant.namespace} hangs on quota leaf {current.name}, not on {leaf}",
+                     edit + f"set {LEAF} to {current.name}, or move namespace {tenant.namespace} to {leaf} in the "
+                     "quota-tree editor.")
     else:
         tenant.leaf = leaf
 

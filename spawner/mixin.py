@@ -12,18 +12,38 @@ reported, with who preempted it and when, at the next start.
 from __future__ import annotations
 
 import asyncio
-import html
 import json
 import re
 import time
+from pathlib import Path
 
+from jinja2 import Environment, FileSystemLoader, select_autoescape
 from jupyterhub.spawner import SpawnException
+from jupyterhub.utils import url_path_join
 from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from traitlets import Dict, Float, Unicode, default
 from traitlets.config import Configurable
 
 TENANT_KEYS = ("tenancy.namespace", "tenancy.quota-leaf")
+#: The spawn form's options: a template with autoescape, never HTML glued from strings.
+_FORMS = Environment(loader=FileSystemLoader(Path(__file__).with_name("templates")),
+                     autoescape=select_autoescape(default=True), trim_blocks=True, lstrip_blocks=True)
+_RESOURCE_WORDS = {"cpu": "CPU", "memory": "memory", "nvidia.com/gpu": "GPU"}
+
+
+def _asks(resources: dict) -> str:
+    """``5 CPU, 4Gi memory`` for a profile's requests."""
+    req = (resources or {}).get("requests") or {}
+    return ", ".join(f"{v} {_RESOURCE_WORDS.get(r, r)}" for r, v in req.items()) or "the default size"
+
+
+def _sentence(text: str) -> str:
+    text = (text or "").strip()
+    if not text:
+        return ""
+    text = text[0].upper() + text[1:]
+    return text if text[-1] in ".!?)" else text + "."
 
 
 def _workload_name(user: str, server: str) -> str:
@@ -62,7 +82,10 @@ class TenancySpawnerMixin(Configurable):
     profiles = Dict(
         help="""
         Notebook profiles by slug: ``{"small": {"display_name": "Small (1 CPU, 2 GiB)",
-        "resources": {"requests": {"cpu": "1", "memory": "2Gi"}}}}``. A group's
+        "description": "For reading data and light analysis.",
+        "resources": {"requests": {"cpu": "1", "memory": "2Gi"}}}}``. The spawn form shows each
+        as a card with its description, what it asks for and whether the team has room for it
+        now. A group's
         ``tenancy.profiles`` property (comma-separated slugs) limits what its members see;
         without it they see every profile.
         """,
@@ -99,21 +122,88 @@ class TenancySpawnerMixin(Configurable):
             slugs = [s for s in slugs if s in wanted]
         return slugs
 
-    def _tenancy_options_form(self, spawner) -> str:
+    @property
+    def tenancy_public_url(self) -> str:
+        """The service's pages as the browser reaches them (``/services/tenancy/``)."""
+        base = (getattr(self.user, "settings", None) or {}).get("base_url", "/")
+        return url_path_join(base, "services", self.tenancy_service_name) + "/"
+
+    async def _team_status(self) -> dict | None:
+        """The service's view of every team (``/tenants`` with its own token): group -> tenant, or None
+        when it cannot be asked (then the hub's groups are taken as they are)."""
+        token = self._service_token()
+        if not token:
+            return None
+        try:
+            body = await self._service("GET", "/tenants", token=token)
+        except SpawnException:
+            return None
+        return {t["group"]: t for t in body.get("tenants", [])}
+
+    async def _room(self, group: str, slugs: list[str]) -> dict | None:
+        """What each profile would do now for team ``group``, and the team's room (``POST /room``)."""
+        token = self._service_token()
+        if not token or not slugs:
+            return None
+        body = {"tenant": group, "profiles": {s: (self.profiles.get(s) or {}).get("resources") or {} for s in slugs}}
+        try:
+            return await self._service("POST", "/room", body, token=token)
+        except SpawnException:
+            return None
+
+    async def _tenancy_options_form(self, spawner) -> str:
         groups = self.tenant_groups()
-        profiles = sorted({p for g in groups for p in self.allowed_profiles(g)}, key=list(self.profiles).index)
-        if len(groups) <= 1 and len(profiles) <= 1:
+        if not groups:
             return ""
-        parts = []
-        if len(groups) > 1:
-            opts = "".join(f'<option value="{html.escape(g.name)}">{html.escape(g.name)}</option>' for g in groups)
-            parts.append(f'<label for="tenancy-team">Team</label><select class="form-control" name="tenant" id="tenancy-team">{opts}</select>')
-        if len(profiles) > 1:
-            opts = "".join(
-                f'<option value="{html.escape(s)}">{html.escape(self.profiles[s].get("display_name", s))}</option>'
-                for s in profiles)
-            parts.append(f'<label for="tenancy-profile">Profile</label><select class="form-control" name="profile" id="tenancy-profile">{opts}</select>')
-        return "\n".join(parts)
+        status = await self._team_status()
+        teams, broken = [], []
+        for g in groups:
+            known = (status or {}).get(g.name)
+            if known is not None and known.get("errors"):
+                broken.append(known)
+            else:
+                teams.append({"group": g.name, "leaf": (known or {}).get("quotaLeaf"), "slugs": self.allowed_profiles(g)})
+        slugs = sorted({s for t in teams for s in t["slugs"]}, key=list(self.profiles).index)
+        rooms = {t["group"]: await self._room(t["group"], t["slugs"]) for t in teams}
+        profiles = []
+        for slug in slugs:
+            spec = self.profiles.get(slug) or {}
+            lines = []
+            for t in teams:
+                verdict = ((rooms.get(t["group"]) or {}).get("profiles") or {}).get(slug)
+                if slug in t["slugs"] and verdict:
+                    who = f"{t['group']}: " if len(teams) > 1 else ""
+                    lines.append({"verdict": verdict["verdict"], "text": who + self._verdict_words(verdict)})
+            profiles.append({"slug": slug, "display_name": spec.get("display_name", slug),
+                             "description": spec.get("description", ""), "asks": _asks(spec.get("resources")),
+                             "room": lines})
+        for t in teams:
+            room = (rooms.get(t["group"]) or {}).get("room") or {}
+            ceiling = ", ".join(f"{v} {_RESOURCE_WORDS.get(r, r)}" for r, v in (room.get("ceiling") or {}).items())
+            if ceiling:
+                t["room_text"] = f"Room left now for {t['group']} below its ceiling: {ceiling}."
+        any_room = next((r for r in rooms.values() if r), None) or {}
+        warning = any_room.get("warningSeconds")
+        pc = any_room.get("priorityClass") or "low-priority-dev"
+        note = (f"Notebooks run at low priority ({pc}): when another team takes back room it is guaranteed, or "
+                "higher-priority work needs it, your server may be stopped"
+                + (f", after a warning of {warning:g} seconds in JupyterLab to save your work." if warning
+                   else " after a short grace period; save your work often."))
+        return _FORMS.get_template("tenancy_options_form.html").render(
+            teams=teams, broken=broken, profiles=profiles if teams else [], priority_note=note,
+            dashboard=self.tenancy_public_url + "quota")
+
+    @staticmethod
+    def _verdict_words(verdict: dict) -> str:
+        kind, message = verdict.get("verdict"), verdict.get("message") or ""
+        if kind == "now":
+            return "Fits now: it would start at once."
+        if kind == "reclaim":
+            return "Fits within the team's guarantee: it would start once borrowed room is taken back."
+        if kind == "wait":
+            where = f" (position {verdict['position']} in the queue)" if verdict.get("position") else ""
+            return f"Would wait{where}: {_sentence(message)}"
+        return f"Cannot start as asked: {_sentence(message)}"
 
     def options_from_form(self, formdata):
         return {k: formdata[k][0] for k in ("tenant", "profile") if formdata.get(k)}
@@ -159,11 +249,14 @@ class TenancySpawnerMixin(Configurable):
         state = super().get_state()
         if getattr(self, "workload_id", None):
             state["tenancy_workload"] = self.workload_id
+        if getattr(self, "tenancy_notice", None):
+            state["tenancy_notice"] = self.tenancy_notice
         return state
 
     def load_state(self, state):
         super().load_state(state)
         self.workload_id = state.get("tenancy_workload")
+        self.tenancy_notice = state.get("tenancy_notice")
 
     # No clear_state() override: the workload id is dropped by _forget() alone, once the
     # scheduler has let the workload go. LocalProcessSpawner.stop() clears state (through
@@ -190,9 +283,27 @@ class TenancySpawnerMixin(Configurable):
         when = time.strftime("%H:%M:%S", time.localtime(evicted["time"]))
         return f"Your previous server was stopped at {when}: {evicted['message']}"
 
+    async def _usable_team(self, group) -> None:
+        """Refuse a team the service says is broken, with all its errors in plain words."""
+        status = await self._team_status()
+        known = (status or {}).get(group.name)
+        if known is None or not known.get("errors"):
+            return
+        others = [g.name for g in self.tenant_groups() if g.name != group.name
+                  and not ((status or {}).get(g.name) or {}).get("errors")]
+        errors = " ".join(_sentence(e) for e in known["errors"])
+        todo = (f"Pick another of your teams ({', '.join(others)})." if others
+                else "You have no other team: ask an admin to fix the group's properties (the tenancy Tenants page "
+                     "lists what to change).")
+        raise SpawnException(f"Team {group.name} cannot be used until an admin fixes its settings: {errors} {todo}",
+                             reason="tenant-broken", status_code=409)
+
     async def start(self):
         self._notice, self._latest = None, {}  # progress() may already be reading them
+        self.tenancy_notice = None  # the home page's "stopped at ..." is answered by this start
         group, profile = self._choose()
+        await self._usable_team(group)
+        self._profile = profile
         self.tenant = group.name
         resources = (self.profiles.get(profile) or {}).get("resources") or {}
         self._notice = await self._previous_run()
@@ -207,7 +318,7 @@ class TenancySpawnerMixin(Configurable):
         self.workload_id = wl["id"]
         self._latest = wl
         try:
-            while wl["state"] == "Pending":
+            while wl["state"] == "Pending" and wl.get("reason") != "inadmissible":
                 await asyncio.sleep(self.queue_poll_seconds)
                 wl = self._latest = await self._service("GET", f"/workloads/{self.workload_id}")
         except asyncio.CancelledError:
@@ -216,7 +327,7 @@ class TenancySpawnerMixin(Configurable):
             raise
         if wl["state"] != "Running":
             await self._forget()
-            raise self._refusal(wl)
+            raise await self._refusal(wl, group, profile)
         self.tenancy_namespace = wl["namespace"]
         self.environment = {**self.environment, **self.tenancy_env(wl)}
         return await super().start()
@@ -228,17 +339,45 @@ class TenancySpawnerMixin(Configurable):
             "TENANCY_WORKLOAD_ID": wl["id"],
         }
 
-    def _refusal(self, wl) -> SpawnException:
+    async def _would_fit(self, group, profile: str) -> list[str]:
+        """The team's other profiles that would start now or wait their turn (not refused), by name."""
+        others = [p for p in self.allowed_profiles(group) if p != profile]
+        room = await self._room(group.name, others)
+        verdicts = (room or {}).get("profiles") or {}
+        return [self.profiles[p].get("display_name", p) for p in others
+                if (verdicts.get(p) or {}).get("verdict") in ("now", "reclaim", "wait")]
+
+    async def _refusal(self, wl, group=None, profile: str = "") -> SpawnException:
+        """The scheduler's refusal in plain words: which limit, and what would fit instead."""
         message = wl.get("message") or f"the notebook ended as {wl['state']}"
-        if wl.get("reason") == "resource-quota":
-            hint = "Stop another server or job of your team, or ask an admin to raise the namespace's ResourceQuota."
-            return SpawnException(f"Team {wl.get('tenant')}'s quota refuses this server: {message}. {hint}",
-                                  reason="resource-quota", status_code=403)
-        if wl.get("reason") == "limit-range":
-            return SpawnException(f"This profile breaks a limit of namespace {wl['namespace']}: {message}. "
-                                  "Pick a smaller profile.", reason="limit-range", status_code=403)
-        return SpawnException(f"The notebook could not start: {message}", reason=wl.get("reason") or "tenancy",
-                              status_code=403)
+        name = (self.profiles.get(profile) or {}).get("display_name", profile) if profile else "This server"
+        fits = await self._would_fit(group, profile) if group is not None and profile else []
+        instead = (f" The {' or the '.join(fits)} profile would fit: choose it on the spawn page." if fits else "")
+        reason, details = wl.get("reason"), wl.get("details") or {}
+        if reason == "resource-quota":
+            room = await self._room(group.name, []) if group is not None else None
+            quota = details.get("quota") or "its ResourceQuota"
+            left = ((room or {}).get("room") or {}).get("resourceQuota") or {}
+            left_words = ", ".join(f"{v} {_RESOURCE_WORDS.get(r, r)}" for r, v in left.items())
+            text = (f"{name} does not fit in team {wl.get('tenant')}'s namespace quota {quota}, which counts every "
+                    f"server and job of the team, waiting ones too" + (f": only {left_words} left." if left_words else
+                    ".") + instead + " Or stop another server or job of the team, or ask an admin to raise the quota.")
+            return SpawnException(text, reason="resource-quota", status_code=403,
+                                  log_message=f"{text} (the scheduler: {message})")
+        if reason == "limit-range":
+            return SpawnException(f"{name} breaks a limit of namespace {wl['namespace']}: {_sentence(message)}"
+                                  f"{instead or ' Pick a smaller profile.'}", reason="limit-range", status_code=403)
+        if reason == "inadmissible":
+            node = details.get("node")
+            limit = (f"team {wl.get('tenant')}'s quota {node} allows at most {details.get('limit')} "
+                     f"{_RESOURCE_WORDS.get(details.get('resource'), details.get('resource'))}" if node else
+                     f"no node of the cluster has {details.get('need')} "
+                     f"{_RESOURCE_WORDS.get(details.get('resource'), details.get('resource'))}")
+            return SpawnException(f"{name} can never start as things are: {limit}, and it asks for "
+                                  f"{details.get('need')}.{instead or ' Ask an admin for a larger quota.'}",
+                                  reason="inadmissible", status_code=403)
+        return SpawnException(f"The notebook could not start: {_sentence(message)}{instead}",
+                              reason=reason or "tenancy", status_code=403)
 
     async def _forget(self):
         """Tell the scheduler this notebook's server is gone (or never started): its room is free.
@@ -271,10 +410,51 @@ class TenancySpawnerMixin(Configurable):
 
     async def stop(self, now=False):
         # The server first: its room is given back to the queue only once it is free.
+        wid = getattr(self, "workload_id", None)
         try:
             return await super().stop(now=now)
         finally:
             await self._forget()
+            if wid:
+                await self._remember_preemption(wid)
+
+    async def _remember_preemption(self, wid: str) -> None:
+        """When this stop was the scheduler making room: when, by whom and why (for the home page)."""
+        try:
+            wl = await self._service("GET", f"/workloads/{wid}", token=self._service_token())
+        except SpawnException:
+            return
+        event = next((e for e in reversed(wl.get("events", [])) if e["type"] in ("preempted", "reclaimed")), None)
+        if wl.get("state") == "Preempted" and event is not None:
+            self.tenancy_notice = {"time": event["time"], "by": (event.get("details") or {}).get("preemptor") or "",
+                                   "message": event["message"]}
+
+    def clear_state(self):
+        notice = getattr(self, "tenancy_notice", None)
+        super().clear_state()
+        self.tenancy_notice = notice  # shown on the home page until the next start
+
+    def tenancy_home_status(self) -> dict | None:
+        """What the hub's home page says about this server (spawner/templates/home.html), or None."""
+        label = f"Your server {self.name}" if self.name else "Your server"
+        if self.pending == "spawn":
+            wl = getattr(self, "_latest", None) or {}
+            if wl.get("state") == "Pending":
+                where = (f" It is number {wl['position']} in the queue ({wl.get('leafPosition')} in your team)."
+                         if wl.get("position") else "")
+                base = (getattr(self.user, "settings", None) or {}).get("base_url", "/")
+                link = url_path_join(base, "hub", "spawn-pending", self.user.name, self.name or "")
+                return {"kind": "waiting", "server": self.name or "", "title": f"{label} is waiting for room.",
+                        "text": _sentence(wl.get("message") or "The scheduler is looking at it") + where,
+                        "link": link, "link_text": "See why, or stop waiting"}
+        notice = getattr(self, "tenancy_notice", None)
+        if notice and not self.active:
+            when = time.strftime("%H:%M:%S", time.localtime(notice["time"]))
+            by = f" by {notice['by']}" if notice.get("by") else ""
+            return {"kind": "stopped", "server": self.name or "", "title": f"{label} was stopped at {when}{by}.",
+                    "text": f"Because: {_sentence(notice['message'])} Your files are kept; start it again when "
+                            "there is room.", "link": None, "link_text": ""}
+        return None
 
     async def poll(self):
         status = await super().poll()
@@ -283,6 +463,25 @@ class TenancySpawnerMixin(Configurable):
             # stop() for a server that is not running, so tell the scheduler here.
             await self._forget()
         return status
+
+    def _waiting_status(self, wl: dict) -> dict:
+        """The waiting page's status (spawn-pending.js shows it): why, where in the queue, what to do."""
+        team = wl.get("tenant") or "your team"
+        reason = wl.get("reason")
+        if reason == "waiting-for-eviction":
+            headline, state = "Room is being made for this server; it starts in a moment.", "starting"
+        else:
+            headline, state = "This server is waiting for room in the cluster.", "waiting"
+        position = (f"It is number {wl['position']} in the queue, {wl.get('leafPosition')} among {team}'s work."
+                    if wl.get("position") else "")
+        todo = ["Wait here: the server starts by itself as soon as there is room, and this page follows it."]
+        if reason in ("quota-max", "quota-min"):
+            todo.append(f"Stop another server or job of {team} to make room sooner.")
+        if len(self.profiles) > 1:
+            todo.append("Or press Stop and start again with a smaller profile.")
+        todo.append("The dashboard shows the team's quota and the queue.")
+        return {"state": state, "headline": headline, "reason": _sentence(wl.get("message") or "Queued"),
+                "position": position, "todo": todo, "dashboard": self.tenancy_public_url + "quota"}
 
     async def progress(self):
         progress, seen, told = 10, None, None
@@ -296,6 +495,7 @@ class TenancySpawnerMixin(Configurable):
             if state and state != "Pending":
                 break
             if wl:
+                status = self._waiting_status(wl)
                 where = ""
                 if wl.get("position"):
                     where = f" (position {wl['position']} in the queue, {wl.get('leafPosition')} in your team)"
@@ -303,6 +503,8 @@ class TenancySpawnerMixin(Configurable):
                 if message != seen:
                     progress += (90 - progress) / 3
                     seen = message
-                    yield {"progress": int(progress), "message": message}
+                    yield {"progress": int(progress), "message": message, "tenancy": status}
             await asyncio.sleep(self.queue_poll_seconds)
-        yield {"progress": 90, "message": "Admitted by the scheduler; starting the server"}
+        yield {"progress": 90, "message": "Admitted by the scheduler; starting the server",
+               "tenancy": {"state": "starting", "headline": "Admitted: the server is starting.", "reason": "",
+                           "position": "", "todo": []}}

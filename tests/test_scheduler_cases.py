@@ -98,7 +98,9 @@ CASES = {
         outcome="Pending", reason="cluster-capacity"),
     "does not evict for a pod no node could ever hold": Case(
         running=[P("x/a", 8, pc=LOW)], incoming=P("y/gpu", 1, gpu=1, pc=CRIT),
-        outcome="Pending", reason="cluster-capacity"),
+        outcome="Pending", reason="inadmissible"),
+    "a pod above any node's allocatable is inadmissible and evicts nobody": Case(
+        running=[P("x/a", 8, pc=LOW)], incoming=P("y/huge", 9, pc=CRIT), outcome="Pending", reason="inadmissible"),
     "non-preemptible pods are never victims": Case(
         running=[P("x/keep", 4, pc=LOW, preemptible=False), P("x/go", 4, pc=LOW)],
         incoming=P("y/crit", 8, pc=CRIT), outcome="Pending", reason="cluster-capacity"),
@@ -190,6 +192,9 @@ CASES = {
     "a non-preemptible pod reclaims within its guarantee": Case(
         tree=HALVES, nodes=BIG, running=[P("b/big", 15), P("a/first", 5)],
         incoming=P("a/np", 5, preemptible=False), evicted={"b/big"}),
+    "a pod above its leaf's max is inadmissible, whatever its priority": Case(
+        tree=TWO_TEAMS, nodes={"n1": {"cpu": 16}}, running=[P("team-b/b", 2, pc=LOW)],
+        incoming=P("team-a/big", 9, pc=CRIT), outcome="Pending", reason="inadmissible"),
     "preemptionPolicy Never waits, even below its guarantee": Case(
         tree=HALVES, nodes=BIG, running=[P("b/big", 15), P("a/first", 5)],
         incoming=P("a/second", 5, never=True), outcome="Pending", reason="quota-max"),
@@ -214,6 +219,9 @@ CASES = {
         tree=CAPPED, nodes={"n1": {"cpu": 4}, "n2": {"cpu": 2}},
         running=[P("t/big", 4, pc=LOW), P("t/g", 1, pc=LOW, gang=2)], incoming=P("t/h", 4, pc=HIGH),
         evicted={"t/big"}),
+    "a gang whose total is above its leaf's max is inadmissible": Case(
+        tree=CAPPED, nodes={"n1": {"cpu": 16}}, running=[P("t/a", 1, pc=LOW)],
+        incoming=P("t/g", 3, pc=CRIT, gang=3), outcome="Pending", reason="inadmissible"),
     "a gang that cannot get a node for each pod evicts nobody": Case(
         nodes={"n1": {"cpu": 4}, "n2": {"cpu": 4}}, running=[P("x/l", 2, pc=LOW), P("x/keep", 4, pc=CRIT)],
         incoming=P("y/g", 3, pc=CRIT, gang=2), outcome="Pending", reason="cluster-capacity"),
@@ -296,7 +304,28 @@ def test_queue_order_is_priority_then_age_and_does_not_block():
     assert [p.uid for p in eng.pending] == [big.uid, hi.uid, old.uid, new.uid]
     eng.schedule(4)
     assert (big.phase, hi.phase, old.phase, new.phase) == (Phase.PENDING, Phase.RUNNING, Phase.RUNNING, Phase.PENDING)
-    assert eng.positions() == {big.uid: (1, 1), new.uid: (2, 2)}
+    assert big.reason.code == "inadmissible"  # more than the node has: it holds no place in the queue
+    assert eng.positions() == {new.uid: (1, 1)}
+
+
+def test_inadmissible_work_rejoins_the_queue_in_its_place_when_the_tree_lets_it():
+    small = tree(node("root", {"cpu": 4}, {"cpu": 4}, children=[node("a", {"cpu": 4}, {"cpu": 4}, ["a"])]))
+    eng = engine(small, {"n1": {"cpu": 16}})
+    run_all(eng, [P("a/run", 4)])
+    big = submit(eng, P("a/big", 6), 1)
+    later = submit(eng, P("a/later", 2), 2)
+    eng.schedule(3)
+    assert big.reason.code == "inadmissible" and big.phase is Phase.PENDING
+    assert big.reason.message == ("needs 6 cpu, more than quota a's max of 4: it cannot start unless that max is "
+                                  "raised; ask for less")
+    assert eng.positions() == {later.uid: (1, 1)}  # the inadmissible pod holds no place
+    eng.schedule(4)
+    assert big.reason.code == "inadmissible"  # parked: nothing changed, nothing looked at
+    eng.set_tree(tree(node("root", {"cpu": 8}, {"cpu": 8}, children=[node("a", {"cpu": 8}, {"cpu": 8}, ["a"])])))
+    eng.schedule(5)
+    assert not big.inadmissible and big.reason.code == "quota-max"  # admissible now: it waits its turn
+    assert later.phase is Phase.RUNNING  # 4 + 2 of 8: it fits; big (6) waits first in line for the room
+    assert eng.positions() == {big.uid: (1, 1)}
 
 
 def test_parked_pods_are_retried_when_room_is_released():

@@ -32,8 +32,14 @@ class Node:
     residents: dict = field(default_factory=dict)  # uid -> pod running, terminating or nominated here
     leaving: ResourceList = field(default_factory=dict)  # held by terminating pods
     reserved: ResourceList = field(default_factory=dict)  # held by nominated pods
+    schedulable: bool = True  # False: cordoned or not Ready; its pods stay, new ones go elsewhere
 
     def fits(self, request: ResourceList, selector: dict | None = None, extra: ResourceList | None = None) -> bool:
+        """Whether a new pod of ``request`` may go here (never on an unschedulable node)."""
+        return self.schedulable and self.has_room(request, selector, extra)
+
+    def has_room(self, request: ResourceList, selector: dict | None = None, extra: ResourceList | None = None) -> bool:
+        """Whether ``request`` fits in the room left, schedulable or not (a pod that runs here already)."""
         if self.max_pods is not None and self.pods >= self.max_pods:
             return False
         if selector and any(self.labels.get(k) != v for k, v in selector.items()):
@@ -53,6 +59,7 @@ class Cluster:
         self.free_total: ResourceList = {}
         self.leaving_nodes: set[str] = set()
         self._index: dict[str, SortedList] = {}
+        self._most: dict[str, int] | None = None  # largest allocatable per resource (None: to recount)
 
     # -- membership ---------------------------------------------------------
     def add_node(self, name: str, allocatable: ResourceList, labels=None) -> Node:
@@ -60,18 +67,67 @@ class Cluster:
         pods = allocatable.pop("pods", None)
         node = Node(name, allocatable, dict(labels or {}), dict(allocatable), None if pods is None else pods // 1000)
         self.nodes[name] = node
+        self._most = None
         for res, amount in allocatable.items():
             self.capacity[res] = self.capacity.get(res, 0) + amount
             self.free_total[res] = self.free_total.get(res, 0) + amount
             self._index.setdefault(res, SortedList()).add((amount, name))
         return node
 
-    def remove_node(self, name: str) -> None:
+    def remove_node(self, name: str) -> Node:
+        """Forget a node (its residents must have been unbound or moved first)."""
         node = self.nodes.pop(name)
+        self._most = None
+        if node.schedulable:
+            self._unlist(node)
+        self.leaving_nodes.discard(name)
+        return node
+
+    def set_schedulable(self, name: str, schedulable: bool) -> None:
+        """Cordon (False) or uncordon a node: an unschedulable node's room counts neither in
+        ``capacity`` nor in ``free_total`` and no lookup offers it; its residents stay."""
+        node = self.nodes[name]
+        if node.schedulable == schedulable:
+            return
+        if schedulable:
+            node.schedulable = True
+            self._list(node)
+        else:
+            self._unlist(node)
+            node.schedulable = False
+
+    def resize(self, name: str, allocatable: ResourceList, labels=None) -> Node:
+        """A node's allocatable (or labels) changed: its free room is what is left after its residents,
+        possibly below zero (the pods stay; nothing new fits until they leave)."""
+        node = self.nodes[name]
+        if node.schedulable:
+            self._unlist(node)
+        allocatable = dict(allocatable)
+        pods = allocatable.pop("pods", None)
+        used: ResourceList = {}
+        for pod in node.residents.values():
+            _add(used, pod.requests, 1)
+        node.allocatable = allocatable
+        node.free = {res: amount - used.get(res, 0) for res, amount in allocatable.items()}
+        node.max_pods = None if pods is None else pods // 1000
+        if labels is not None:
+            node.labels = dict(labels)
+        self._most = None
+        if node.schedulable:
+            self._list(node)
+        return node
+
+    def _list(self, node: Node) -> None:
+        for res, amount in node.allocatable.items():
+            self.capacity[res] = self.capacity.get(res, 0) + amount
+            self.free_total[res] = self.free_total.get(res, 0) + node.free[res]
+            self._index.setdefault(res, SortedList()).add((node.free[res], node.name))
+
+    def _unlist(self, node: Node) -> None:
         for res, amount in node.allocatable.items():
             self.capacity[res] -= amount
             self.free_total[res] -= node.free[res]
-            self._index[res].remove((node.free[res], name))
+            self._index[res].remove((node.free[res], node.name))
 
     # -- accounting ---------------------------------------------------------
     def bind(self, node: Node, pod, *, nominated: bool = False) -> None:
@@ -113,6 +169,9 @@ class Cluster:
         for res, amount in request.items():
             if res not in node.allocatable or not amount:
                 continue
+            if not node.schedulable:  # not listed: only its own free room changes
+                free[res] -= sign * amount
+                continue
             lst = index[res]
             lst.remove((free[res], node.name))
             free[res] -= sign * amount
@@ -124,7 +183,7 @@ class Cluster:
         """A node with room for ``request`` (best fit on its dominant resource), or None."""
         wanted = {r: a for r, a in request.items() if a > 0}
         if not wanted:
-            return next((n for n in self.nodes.values() if n.fits(wanted, selector)), None)
+            return next((n for n in self.nodes.values() if n.schedulable and n.fits(wanted, selector)), None)
         key = max(wanted, key=lambda r: wanted[r] / max(self.capacity.get(r, 0), 1))
         lst = self._index.get(key)
         if lst is None:
@@ -141,7 +200,7 @@ class Cluster:
         resource free, least free first (every node when it asks for nothing)."""
         wanted = {r: a for r, a in request.items() if a > 0}
         if not wanted:
-            yield from list(self.nodes.values())
+            yield from [n for n in self.nodes.values() if n.schedulable]
             return
         key = max(wanted, key=lambda r: wanted[r] / max(self.capacity.get(r, 0), 1))
         lst = self._index.get(key)
@@ -154,6 +213,16 @@ class Cluster:
     def largest_free(self, resource: str) -> int:
         lst = self._index.get(resource)
         return lst[-1][0] if lst else 0
+
+    def largest_allocatable(self, resource: str) -> int:
+        """The most of ``resource`` any one node has at all (0: no node has it)."""
+        if self._most is None:
+            most: dict[str, int] = {}
+            for node in self.nodes.values():
+                for res, amount in node.allocatable.items():
+                    most[res] = max(most.get(res, 0), amount)
+            self._most = most
+        return self._most.get(resource, 0)
 
     def total_free(self, resource: str) -> int:
         return self.free_total.get(resource, 0)

@@ -16,6 +16,13 @@ victim of its whole size: evicting it evicts every running member. All of a
 gang's pods appear in the same ``Decisions`` (``admitted``, ``nominated``,
 ``evictions``) of one ``schedule()`` call, or in one ``complete_eviction()``
 return value when they start once their victims are gone.
+
+Inadmissible work (Kueue's term). A pod or gang that can never start as
+things are (its total above the ``max`` of a quota node on its path, or one
+pod above what any cluster node has) waits with the reason ``inadmissible``,
+holds no queue position and is not looked at again until the tree or the
+nodes change (``set_tree``, ``add_node``); then it rejoins the queue in its
+old place (its creation time) if it fits now.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from ..quota.resourcequota import ResourceQuota, usage_of
 from ..quota.tree import ElasticQuotaTree
 from .backlog import Backlog
 from .cluster import Cluster
-from .explain import capacity_reason, eviction_reason, quota_reason, waiting_reason
+from .explain import capacity_reason, eviction_reason, inadmissible_reason, quota_reason, waiting_reason
 from .model import QUOTA_MAX, QUOTA_MIN, Gang, Phase, Pod, Reason
 from .placement import place
 from .preemption import Plan, find_victims
@@ -58,6 +65,17 @@ class Eviction:
             "message": self.victim.reason.message,
             "preemptor": f"{self.preemptor.namespace}/{self.preemptor.name}",
         }
+
+
+@dataclass
+class NodeChange:
+    """What ``Engine.remove_node`` did to the pods of a node that is gone."""
+
+    lost: list[Pod] = field(default_factory=list)  # ours that ran there: queued again in their place
+    stopped: list[Pod] = field(default_factory=list)  # members of their gangs that ran elsewhere: queued again, to stop
+    requeued: list[Pod] = field(default_factory=list)  # every pod queued again (lost, stopped, nominated there)
+    evicted: list[Pod] = field(default_factory=list)  # victims that were terminating there: gone
+    started: list[Pod] = field(default_factory=list)  # nominees that start now their victims are gone
 
 
 @dataclass
@@ -97,6 +115,109 @@ class Engine:
         self.cluster.add_node(name, allocatable, labels)
         self.quota.rescale(self.cluster.capacity)
         self.backlog.wake_all()
+
+    def update_node(self, name: str, allocatable: ResourceList, labels=None, *, schedulable: bool = True) -> list[Pod]:
+        """A node changed on the cluster: resized (``allocatable``), relabelled, cordoned or not Ready
+        (``schedulable=False``). Its pods stay where they run; an unschedulable node takes no new pod
+        and its room leaves the cluster's capacity (guarantees are rescaled). Pods nominated there wait
+        no longer: they are queued again in their place (a gang whole); returns those."""
+        node = self.cluster.nodes.get(name)
+        if node is None:
+            raise ValueError(f"no node {name}")
+        requeued = []
+        if not schedulable and node.schedulable:
+            requeued = self._requeue_all([p for p in node.residents.values() if p.nominated])
+            self.cluster.set_schedulable(name, False)
+        self.cluster.resize(name, allocatable, labels)
+        if schedulable:
+            self.cluster.set_schedulable(name, True)
+        self.quota.rescale(self.cluster.capacity)
+        self.backlog.wake_all()
+        return requeued
+
+    def remove_node(self, name: str, now: float) -> "NodeChange":
+        """A node is gone (deleted from the cluster), and with it what ran there.
+
+        Victims terminating there are gone (their evictions complete; nominees waiting only for
+        them start: ``started``). Pods of ours that ran there are lost (``lost``) and queued again
+        in their old place, not failed; a gang goes back whole, so its members that ran elsewhere
+        must be stopped there (``stopped``). Pods nominated there are queued again too. Pods others
+        made stay counted in their namespace, on no node of ours. Capacity shrinks at once.
+        """
+        out = NodeChange()
+        node = self.cluster.nodes.get(name)
+        if node is None:
+            return out
+        out.requeued += self._requeue_all([p for p in node.residents.values() if p.nominated])
+        for pod in [p for p in node.residents.values() if p.phase is Phase.TERMINATING]:
+            out.evicted.append(pod)
+            out.started += self.complete_eviction(pod.uid, now)
+        for pod in [p for p in node.residents.values() if p.occupying]:
+            self.cluster.unbind(pod)
+            pod.node = None
+        out.lost = [p for p in node.residents.values() if p.phase is Phase.RUNNING]
+        running = {p.uid for p in out.lost}
+        for pod in out.lost:
+            if pod.gang is not None:
+                running |= {m.uid for m in pod.gang.members if m.phase is Phase.RUNNING}
+        requeued = self._requeue_all(out.lost)
+        lost = {p.uid for p in out.lost}
+        out.stopped = [p for p in requeued if p.uid in running and p.uid not in lost]
+        out.requeued += requeued
+        out.started = [p for p in out.started if p.phase is Phase.RUNNING]
+        self.cluster.remove_node(name)
+        self.quota.rescale(self.cluster.capacity)
+        self.backlog.wake_all()
+        return out
+
+    def requeue(self, uid: int) -> list[Pod]:
+        """A running pod was lost (its node went, it was deleted under us, its kubelet gave up on
+        it): it goes back to the queue in its old place (its creation time), not failed. A gang
+        goes back whole. Returns every pod queued again (for a gang, the members that ran elsewhere
+        too: the caller stops those)."""
+        pod = self.pods.get(uid)
+        if pod is None or pod.phase is not Phase.RUNNING or pod.occupying:
+            return []
+        return self._requeue_all([pod])
+
+    def rebind(self, uid: int, node_name: str) -> bool:
+        """A running pod of ours is on ``node_name`` (where the cluster's scheduler put it), not on
+        the node we counted it on: count it there. False when that node is not one of ours."""
+        pod = self.pods.get(uid)
+        node = self.cluster.nodes.get(node_name)
+        if pod is None or node is None or pod.phase is not Phase.RUNNING or pod.occupying:
+            return False
+        if pod.node == node_name:
+            return True
+        old = self.cluster.nodes.get(pod.node) if pod.node else None
+        if old is not None:
+            self.cluster.unbind(pod)
+        self.cluster.bind(node, pod)
+        pod.node = node_name
+        if old is not None:
+            self.backlog.node_released(old)
+        return True
+
+    def _requeue_all(self, pods: list[Pod]) -> list[Pod]:
+        """Put these running or nominated pods (a gang: all its active members) back in the queue in
+        their old place; everything they held is released first. Returns the pods queued again."""
+        out, seen = [], set()
+        for pod in pods:
+            members = [pod] if pod.gang is None else [m for m in pod.gang.members
+                                                      if m.phase in (Phase.RUNNING, Phase.PENDING)]
+            if pod.uid in seen or not (pod.phase is Phase.RUNNING or pod.nominated):
+                continue
+            seen |= {m.uid for m in members}
+            for member in members:
+                if member.phase is Phase.RUNNING or member.nominated:
+                    self._release(member)
+                else:
+                    self.pending.discard(member)
+                    self.backlog.remove(member)
+                member.phase, member.node, member.admitted_at, member.waiting_for = Phase.PENDING, None, None, set()
+            self._admit_submission(members)
+            out += members
+        return out
 
     def set_tree(self, tree: ElasticQuotaTree | None) -> None:
         """Replace the quota tree; usage is recounted from the pods."""
@@ -248,7 +369,7 @@ class Engine:
         rest, or the gang is left partly running.
         """
         node = self.cluster.nodes.get(node_name)
-        if pod.phase is not Phase.PENDING or pod.nominated or node is None or not node.fits(pod.requests):
+        if pod.phase is not Phase.PENDING or pod.nominated or node is None or not node.has_room(pod.requests):
             return False
         self.pending.remove(pod)
         self.backlog.remove(pod)
@@ -466,6 +587,14 @@ class Engine:
                 continue
             unit = waiting_unit(pod)
             lead = unit.lead  # the same pod: a gang waits through its first waiting member
+            never = self._never_fits(unit)
+            for p in unit.pods:
+                p.inadmissible = never is not None
+            if never is not None:
+                for p in unit.pods:
+                    p.reason = never
+                self.backlog.park(lead, [])  # only a new tree or a new node (wake_all) can change this
+                continue
             key = (lead.leaf, lead.priority, lead.can_preempt, lead.preemptible, tuple(lead.requests.items()),
                    tuple(lead.spec.node_selector.items()), unit.count)
             if key in failed:
@@ -495,6 +624,22 @@ class Engine:
             failed[key] = (reason, parking)
             self.backlog.park(lead, *parking)
         return out
+
+    def _never_fits(self, unit: Unit) -> Reason | None:
+        """Why ``unit`` can never start under this tree and these nodes (``inadmissible``), else None:
+        its total above a ``max`` on its path, or one pod's request above every node's allocatable."""
+        for node in unit.leaf.path:
+            for res, amount in unit.total.items():
+                cap = node.max.get(res)
+                if cap is not None and amount > cap:
+                    return inadmissible_reason(unit, node, res, cap, "quota")
+        if not self.cluster.nodes:
+            return None  # no nodes known yet (a backend still reading them): not a verdict
+        for res, amount in unit.request.items():
+            most = self.cluster.largest_allocatable(res)
+            if amount > most:
+                return inadmissible_reason(unit, None, res, most, "node")
+        return None
 
     def _cleared(self, key) -> bool:
         """Whether a parked pod's blocker (see ``backlog``) no longer holds."""
@@ -600,11 +745,14 @@ class Engine:
     def positions(self) -> dict[int, tuple[int, int]]:
         """Queue position of every waiting pod: (in the whole queue, in its quota leaf), from 1.
 
-        A gang takes one place: every member has the gang's position.
+        A gang takes one place: every member has the gang's position. Inadmissible pods
+        have none.
         """
         out, per_leaf, gangs = {}, {}, {}
         i = 0
         for pod in self.pending:
+            if pod.inadmissible:
+                continue  # it cannot start as things are: it holds no place (Kueue's inadmissible)
             if pod.gang is not None and pod.gang.uid in gangs:
                 out[pod.uid] = gangs[pod.gang.uid]
                 continue

@@ -9,7 +9,7 @@ of them would fit.
 from __future__ import annotations
 
 from ..quota.quantity import describe, format_milli
-from .model import CLUSTER_CAPACITY, QUOTA_MAX, QUOTA_MIN, RECLAIMED, PREEMPTED, WAITING_FOR_EVICTION, Reason
+from .model import CLUSTER_CAPACITY, INADMISSIBLE, QUOTA_MAX, QUOTA_MIN, RECLAIMED, PREEMPTED, WAITING_FOR_EVICTION, Reason
 from .placement import place
 
 
@@ -73,6 +73,27 @@ def capacity_reason(cluster, unit) -> Reason:
     return Reason(CLUSTER_CAPACITY, text, {"need": describe(request)})
 
 
+def inadmissible_reason(unit, node, res: str, limit: int, what: str) -> Reason:
+    """``unit`` can never start: it needs more of ``res`` than ``limit``, the ``max`` of quota ``node``
+    (``what`` "quota") or the most any cluster node has (``what`` "node", ``node`` None)."""
+    need = unit.total[res] if what == "quota" else unit.request[res]
+    if what == "quota":
+        text = (f"needs {format_milli(res, need)} {res}, more than quota {node.name}'s max of "
+                f"{format_milli(res, limit)}: it cannot start unless that max is raised; ask for less")
+        details = {"node": node.name, "resource": res, "need": format_milli(res, need),
+                   "limit": format_milli(res, limit)}
+    else:
+        has = (f"more than any node of the cluster has ({format_milli(res, limit)} at most)" if limit
+               else f"and no node of the cluster has any {res}")
+        text = (f"needs {format_milli(res, need)} {res} on one node, {has}: it cannot start unless a node "
+                "with more joins; ask for less")
+        details = {"resource": res, "need": format_milli(res, need), "limit": format_milli(res, limit)}
+    if unit.count > 1:
+        text = f"{_gang_prefix(unit)}: {text}"
+        details.update(gang=unit.lead.gang.name, pods=unit.count)
+    return Reason(INADMISSIBLE, text, details)
+
+
 def waiting_reason(unit, victims, placement) -> Reason:
     names = [f"{v.namespace}/{v.name}" for v in victims]
     text = f"waiting for {len(victims)} evicted pod(s) to terminate: {', '.join(names)}"
@@ -101,4 +122,4 @@ def eviction_reason(victim, preemptor, reclaim: bool, now: float, grace: float) 
     )
 
 
-__all__ = ["QUOTA_MAX", "QUOTA_MIN", "quota_reason", "capacity_reason", "waiting_reason", "eviction_reason"]
+__all__ = ["QUOTA_MAX", "QUOTA_MIN", "quota_reason", "inadmissible_reason", "capacity_reason", "waiting_reason", "eviction_reason"]

@@ -32,6 +32,9 @@ INVALID = "invalid"
 WAITING_FOR_EVICTION = "waiting-for-eviction"
 PREEMPTED = "preempted"
 RECLAIMED = "reclaimed"
+# Can never start as things are (above a quota max on its path, or above what any node has): kept out
+# of queue positions until a change of the tree or the nodes makes it admissible (Kueue's "inadmissible").
+INADMISSIBLE = "inadmissible"
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,7 @@ class Pod:
     grace_deadline: float | None = None
     finished_at: float | None = None
     gang: Gang | None = None  # admitted and evicted with the other members
+    inadmissible: bool = False  # waiting, but can never start as things are: holds no queue position
 
     @property
     def nominated(self) -> bool:

@@ -18,7 +18,9 @@ from .cluster import Cluster, Node
 
 def slots(node: Node, request: ResourceList, selector: dict | None, extra: ResourceList | None = None,
           limit: int | None = None) -> int:
-    """How many pods of ``request`` fit on ``node`` (at most ``limit``)."""
+    """How many pods of ``request`` fit on ``node`` (at most ``limit``); none on an unschedulable node."""
+    if not node.schedulable:
+        return 0
     if selector and any(node.labels.get(k) != v for k, v in selector.items()):
         return 0
     n = limit if limit is not None else 1 << 30

@@ -25,13 +25,16 @@ from ..quota.quantity import parse_resource_list
 from ..quota.tree import parse_tree
 from ..tenants import tenants_from_groups
 from .controller import Controller
-from .dashboard import DashboardHandler
+from .dashboard import page_routes
 from .handlers import load_openapi, routes
+from .history import History
 from .hub import HubClient, HubError, hub_token, take_hub_token
 from .fairness import FairShare
 from .metrics import Metrics
+from .room import RoomHandler
 from .security import OAuthCallbackHandler, StaticFiles
 from .lock import AlreadyRunning, InstanceLock
+from .health import watch_database
 from .store import Store, StoreError, explain
 from .watchdog import Watchdog, hub_parent
 from .workloads import KINDS, Bounds
@@ -132,6 +135,25 @@ class TenancyService(Application):
     ).tag(config=True)
     groups_refresh_seconds = Float(5.0, help="How often hub groups (tenants) are read again.").tag(config=True)
     authenticate_metrics = Bool(True, help="Whether /metrics needs a token like the API.").tag(config=True)
+    history_interval_seconds = Float(
+        15.0,
+        help="""
+        How often the pages' history is sampled (cluster, nodes, quota tree, jobs) and kept in the
+        service's database (table ``samples``), so the dashboards plot the past without Prometheus.
+        The live figures on the pages are pushed more often, whenever they change. Example: ``60.0``.
+
+        .. versionadded:: 0.3
+        """,
+    ).tag(config=True)
+    history_retention_hours = Float(
+        48.0,
+        help="""
+        How long samples of the pages' history are kept; older ones are deleted as new ones are
+        taken. At the default interval, 48 hours is about 11,500 rows. Example: ``24 * 7`` for a week.
+
+        .. versionadded:: 0.3
+        """,
+    ).tag(config=True)
     service_name = Unicode(
         help="""
         The service's name in the hub (default: ``$JUPYTERHUB_SERVICE_NAME``, else ``tenancy``). A
@@ -241,9 +263,13 @@ class TenancyService(Application):
         # token all the same.
         hub_auth = HubOAuth.instance(api_token=hub_token() or "no-hub-configured",
                                      cache_max_age=self.token_cache_seconds)
+        self.history = History(controller, interval=self.history_interval_seconds,
+                               retention_hours=self.history_retention_hours, metrics=self.metrics)
         app = web.Application(
-            routes(prefix) + [(prefix + "oauth_callback", OAuthCallbackHandler), (prefix, DashboardHandler)],
+            routes(prefix) + [(prefix + "api/v1/room", RoomHandler), (prefix + "oauth_callback", OAuthCallbackHandler)]
+            + page_routes(prefix),
             controller=controller, hub=self.hub, hub_auth=hub_auth, metrics=self.metrics,
+            history=self.history, page_prefix=prefix,
             openapi=load_openapi(OPENAPI), authenticate_metrics=self.authenticate_metrics,
             cookie_secret=os.urandom(32), xsrf_cookies=False,
             service_name=self.service_name, max_body_bytes=self.max_body_bytes,
@@ -316,11 +342,17 @@ class TenancyService(Application):
             except HubError as err:
                 self.log.warning("%s", err)
         backend = controller.backend
-        restored = await controller.restore()  # first: adopting what runs is checked against our own pods only
-        tasks = [asyncio.ensure_future(backend.run())] if hasattr(backend, "run") else []
-        self.log.info("restored %d active workload(s)", restored)
+        # Listen first: while the cluster is away /health says so (the API answers 503 until restored).
+        controller.health.starting = True
         await self.listen(app)
         self.log.info("tenancy service listening on http://%s:%s%s", self.ip, self.port, self.prefix)
+        if hasattr(backend, "wait_ready"):
+            await backend.wait_ready()  # the API server answers (retried with backoff; no exit)
+        restored = await controller.restore()  # first: adopting what runs is checked against our own pods only
+        controller.health.starting = False
+        tasks = [asyncio.ensure_future(backend.run())] if hasattr(backend, "run") else []
+        tasks.append(asyncio.ensure_future(watch_database(controller.store, controller.health)))
+        self.log.info("restored %d active workload(s)", restored)
         if hasattr(backend, "synced"):
             # Nothing is admitted before the cluster's other pods, quotas and limits are known.
             try:
@@ -329,6 +361,7 @@ class TenancyService(Application):
                 self.log.warning("the cluster's pods, quotas and limits are not read after %.0f s; scheduling anyway",
                                  self.sync_timeout_seconds)
         tasks.append(asyncio.ensure_future(controller.run()))
+        tasks.append(asyncio.ensure_future(self.history.run()))  # the pages' history and live figures
         if self.hub.configured:
             tasks.append(asyncio.ensure_future(self.refresh_tenants(controller)))
             tasks.append(asyncio.ensure_future(self.watch_servers(controller)))

@@ -27,7 +27,9 @@ from ..scheduler.engine import Engine
 from ..scheduler.model import Phase, Reason
 from ..scheduler.owners import Owner
 from ..tenants import Tenant, tree_with_tenants
+from .health import Health
 from .store import PodRow, Store, WorkloadRow
+from .tree_edit import explain_preview
 from .workloads import NOTEBOOK, TRAINING, Bounds, check_body, pod_template, with_default_requests
 
 FINAL = ("Succeeded", "Failed", "Cancelled", "Stopped", "Preempted", "Rejected")
@@ -72,6 +74,9 @@ class Controller:
         self.bounds = bounds
         self.default_requests = default_requests or {}  # kind -> {resource: amount}
         self.max_queued_per_user = max_queued_per_user  # 0: no cap
+        self.health = Health(self.log, clock)  # what stops admissions (a start-up check, the cluster away)
+        self.health.on_change = self.poke
+        self.observed: dict[int, tuple] = {}  # engine uid -> (phase, node, message) the cluster reports
         self.engine = Engine(tree)
         for node in backend.nodes():
             self.engine.add_node(node.name, node.allocatable, node.labels)
@@ -125,6 +130,94 @@ class Controller:
             self.engine.remove_limit_range(namespace, name)
         self.poke()
 
+    def node_changed(self, node, schedulable: bool = True) -> None:
+        """A node was resized, relabelled, cordoned, not Ready (``schedulable=False``) or is back: the
+        engine's capacity changes at once; pods nominated on a node that takes no new ones wait again."""
+        known = self.engine.cluster.nodes.get(node.name)
+        if known is None:
+            return
+        was = known.schedulable
+        requeued = self.engine.update_node(node.name, node.allocatable, node.labels, schedulable=schedulable)
+        if was != schedulable:
+            self.log.warning("node %s %s", node.name, "takes pods again" if schedulable else
+                             "is cordoned, not Ready or tainted: its pods stay, no new ones go there")
+        else:
+            self.log.info("node %s changed: allocatable %s", node.name, format_list(known.allocatable))
+        self._requeued(requeued, lost=set(), stop=set(), why=f"node {node.name} takes no new pods")
+        self.poke()
+
+    def node_removed(self, name: str) -> None:
+        """A node was deleted from the cluster: its capacity goes at once, the work that ran there is
+        lost and queued again in its old place (not failed), victims terminating there are gone."""
+        node = self.engine.cluster.nodes.get(name)
+        if node is None:
+            return
+        for pod in [p for p in node.residents.values() if p.phase is Phase.TERMINATING]:
+            self.eviction_done(pod.uid)  # the victim went with its node
+        now = self.clock()
+        change = self.engine.remove_node(name, now)
+        for pod in change.started:
+            self._start(pod, now)
+        self._requeued(change.requeued, lost={p.uid for p in change.lost}, stop={p.uid for p in change.stopped},
+                       why=f"its node {name} was deleted")
+        self.log.warning("node %s is gone: %d pod(s) that ran there are queued again", name, len(change.lost))
+        self.poke()
+
+    def pod_lost(self, uid: int, why: str) -> None:
+        """A started pod was lost, not failed by its program (its node went, it was deleted under us,
+        it was stuck terminating): it is queued again in its old place, as a restart does for pods
+        killed while the service was away. A gang goes back whole; its members elsewhere stop."""
+        pod = self.engine.pods.get(uid)
+        if pod is None:
+            return
+        if pod.phase is Phase.TERMINATING:
+            self.eviction_done(uid)
+            return
+        requeued = self.engine.requeue(uid)
+        self._requeued(requeued, lost={uid}, stop={p.uid for p in requeued if p.uid != uid}, why=why)
+        self.poke()
+
+    def _requeued(self, pods, *, lost: set, stop: set, why: str) -> None:
+        """Book pods the engine queued again: the lost ones' objects go (never adopted), members of their
+        gangs still running elsewhere are stopped; each workload's history says why."""
+        now, touched = self.clock(), set()
+        for pod in pods:
+            self.observed.pop(pod.uid, None)
+            prow = self.pod_rows.get(pod.uid)
+            row = self.rows.get(prow.workload_id) if prow else None
+            if row is None:
+                continue
+            if pod.uid in lost:
+                forget = getattr(self.backend, "forget", None)
+                self._spawn(forget(row, pod, prow) if forget is not None else self.backend.stop(row, pod, prow))
+                self.store.record(now, "requeued", f"{pod.name} was lost ({why}); it is queued again in its place",
+                                  row.id)
+            elif pod.uid in stop:
+                self._spawn(self.backend.stop(row, pod, prow))
+                self.store.record(now, "requeued", f"{pod.name} is stopped: its gang is queued again whole ({why})",
+                                  row.id)
+            self._sync_pod(pod)
+            touched.add(row.id)
+        for wid in touched:
+            self._sync(self.rows[wid])
+        self.store.commit()
+        self.notify(touched)
+
+    def pod_observed(self, uid: int, phase: str, node: str | None, message: str | None) -> None:
+        """What the cluster says of a started pod: ``Running`` on ``node``, or ``Pending`` (waiting for
+        kube-scheduler or its kubelet) or ``Terminating`` with the cluster's message. Only this is
+        shown as Running; the pod is counted on the node where the cluster put it."""
+        pod = self.engine.pods.get(uid)
+        if pod is None or pod.phase is not Phase.RUNNING:
+            self.observed.pop(uid, None)
+            return
+        if node and node != pod.node and self.engine.rebind(uid, node):
+            self._sync_pod(pod)
+        self.observed[uid] = (phase, node, message)
+        prow = self.pod_rows.get(uid)
+        if prow is not None:
+            self.notify([prow.workload_id])
+
     def add_nodes(self, nodes) -> None:
         """Nodes that joined the cluster: their capacity is shared out from now on."""
         for node in nodes:
@@ -156,12 +249,12 @@ class Controller:
         evictions, admitted = [], []
         for _ in range(100):
             d = engine.schedule(now)
-            evictions += [e.to_dict() for e in d.evictions]
-            admitted += [{"namespace": p.namespace, "name": p.name} for p in d.admitted + d.nominated]
+            evictions += d.evictions
+            admitted += d.admitted + d.nominated
             if not d:
                 break
-        quota = {name: {k: format_list(v[k]) for k in ("min", "max", "used")} for name, v in engine.quota.report().items()}
-        return {"evictions": evictions, "admitted": admitted, "quota": quota, "warnings": list(engine.warnings)}
+        # Named as the pages name them; nodes left above a lowered max and work that could never start, too.
+        return explain_preview(self, engine, evictions, admitted)
 
     def tenant_for(self, who: Identity, tenant: str | None, namespace: str | None) -> Tenant | None:
         """The tenant a submission goes to; Forbidden when the caller is not a member."""
@@ -181,7 +274,7 @@ class Controller:
         if match is None:
             raise Forbidden(f"{who.name} is not a member of {'tenant ' + tenant if tenant else 'a tenant with namespace ' + str(namespace)}")
         if match.errors:
-            raise ValidationError(f"tenant {match.group} is misconfigured: {match.errors[0]}")
+            raise ValidationError(f"tenant {match.group} is misconfigured: {'; '.join(match.errors)}")
         return match
 
     # -- submissions ----------------------------------------------------------
@@ -367,10 +460,13 @@ class Controller:
 
     async def run(self, interval: float = 1.0) -> None:
         while True:
+            # asyncio.wait, not wait_for: before Python 3.12, wait_for swallows a cancellation that comes
+            # as the event is set, and the service would never stop.
+            waiter = asyncio.ensure_future(self._dirty.wait())
             try:
-                await asyncio.wait_for(self._dirty.wait(), interval)
-            except asyncio.TimeoutError:
-                pass
+                await asyncio.wait({waiter}, timeout=interval)
+            finally:
+                waiter.cancel()
             self._dirty.clear()
             try:
                 self.tick()
@@ -384,7 +480,8 @@ class Controller:
         for _ in range(100):
             for wid, row in list(self.rows.items()):
                 self._reconcile(row, now)
-            decisions = self.engine.schedule(now)
+            # While a blocking problem lasts (a start-up check, the API server away) nothing is admitted.
+            decisions = self.engine.schedule(now) if not self.health.blocking else None
             if not decisions:
                 break
             for pod in decisions.admitted:
@@ -465,6 +562,7 @@ class Controller:
     def pod_exited(self, uid: int, code: int, reason: Reason | None = None) -> None:
         """A started pod ended with ``code``; ``reason`` says why when the backend knows better than
         an exit status (the API server refused to create it, say)."""
+        self.observed.pop(uid, None)
         pod = self.engine.pods.get(uid)
         if pod is None:
             return
@@ -508,6 +606,7 @@ class Controller:
         self.rows.pop(row.id, None)
 
     def eviction_done(self, uid: int) -> None:
+        self.observed.pop(uid, None)
         pod = self.engine.pods.get(uid)
         if pod is None or pod.phase is not Phase.TERMINATING:
             return
@@ -535,10 +634,14 @@ class Controller:
         prow = self.pod_rows.get(pod.uid)
         if prow is None:
             return
+        reason = pod.reason.to_dict() if pod.reason else None
+        if pod.phase is Phase.PENDING and reason and (prow.reason or {}).get("reason") != reason["reason"]:
+            # The reason history of the job's page: each new reason it waits for, once.
+            self.store.record(self.clock(), "waiting", reason["message"], prow.workload_id, reason.get("details"))
         prow.phase, prow.node = pod.phase.value, pod.node
         prow.admitted_at, prow.finished_at = pod.admitted_at, pod.finished_at
         prow.created = pod.created
-        prow.reason = pod.reason.to_dict() if pod.reason else None
+        prow.reason = reason
 
     def _sync(self, row: WorkloadRow, owner: Owner | None = None) -> None:
         owner = owner or self.owners.get(row.id)
@@ -582,6 +685,10 @@ class Controller:
             pod = live.get(prow.name)
             if pod is not None and pod.uid in positions:
                 item["position"], item["leafPosition"] = positions[pod.uid]
+            seen = self.observed.get(pod.uid) if pod is not None and pod.phase is Phase.RUNNING else None
+            if seen is not None and seen[0] != "Running":  # admitted, not running on the cluster (yet)
+                item["phase"], item["node"], item["message"] = seen[0], seen[1], seen[2]
+                item["reason"] = _cluster_reason(seen)
             pods.append(item)
         current = [p for p in pods if p["phase"] not in ("Deleted",)]
         waiting = [p for p in current if p["phase"] in ("Pending", "Rejected")]
@@ -596,6 +703,11 @@ class Controller:
             "position": head.get("position"), "leafPosition": head.get("leafPosition"),
             "pods": pods,
         }
+        if out["state"] == "Running" and current and not any(p["phase"] == "Running" for p in current):
+            out["state"] = "Pending"  # "Running" means what the cluster says
+        if out["state"] == "Pending" and self.health.blocking:
+            out["reason"], out["message"] = "service-blocked", \
+                f"{self.health.blocking[0]} (nothing is admitted until this is fixed)"
         evicting = self.evicting.get(row.id) if row.state not in FINAL else None
         if evicting is not None:
             out["evictionDeadline"], out["evictionMessage"] = evicting["deadline"], evicting["message"]
@@ -623,6 +735,8 @@ class Controller:
 
     # -- listeners (server-sent events) ----------------------------------------------
     def notify(self, workload_ids) -> None:
+        if not self.listeners:
+            return
         positions = None
         for wid in workload_ids:
             if wid is None:
@@ -827,6 +941,14 @@ def _owner(kind: str, namespace: str, name: str, spec: dict) -> Owner:
                               pods=spec.get("replicas", 1),
                               completions=spec.get("replicas", 1) if k8s_kind == "Job" else None,
                               gang=bool(spec.get("gang"))))
+
+
+def _cluster_reason(seen: tuple) -> str:
+    """The reason code of a pod admitted but not running on the cluster (``pod_observed``)."""
+    phase, node, message = seen
+    if phase == "Terminating":
+        return "terminating"
+    return "waiting-for-kube-scheduler" if not node else "waiting-for-node"
 
 
 def _dns(name: str) -> str:

@@ -1,8 +1,14 @@
-"""A small live page under the service prefix: the quota tree and the queue with reasons.
+"""The service's pages in the hub: cluster, nodes, jobs (and each job), quota, the tree editor, tenants.
 
-People reach it through the hub (OAuth login); it shows what the API shows,
-refreshed every few seconds, so a demo can be watched without a tool. It is a
-Jinja2 template with autoescape: names, messages and reasons are data, never markup.
+People reach them from the hub's Services menu (OAuth login through the hub).
+Each page is a Jinja2 template with autoescape that carries its first data as
+JSON (``|tojson``, inert to the browser); the bundled script
+(``static/build/pages.js``, built from ``pages/`` with Chart.js) draws the
+tables and plots from it and keeps them live from the event stream
+(``api/v1/events?samples=true``): no reloads, no timers of its own.
+
+Admins see everything; users see their teams' detail and the tree's shape
+(``history.visible``). The tree editor and the tenants page are for admins.
 """
 
 from __future__ import annotations
@@ -13,46 +19,176 @@ import time
 from jupyterhub.services.auth import HubOAuthenticated
 from tornado import web
 
-from ..quota.quantity import format_milli
-from .handlers import identity_of
+from ..quota.quantity import format_list
+from .handlers import identity_of, tenant_view
+from .history import snapshot, since_argument, visible
 from .pages import render
 from .security import PAGE_POLICY, SecureHeaders
+from .tree_edit import audit_trail, evictions_log
+
+PAGES = (  # (path under the prefix, title, admins only)
+    ("", "Cluster", False),
+    ("nodes", "Nodes", False),
+    ("jobs", "Jobs", False),
+    ("quota", "Quota", False),
+    ("tree", "Quota tree editor", True),
+    ("tenants", "Tenants", True),
+)
 
 
-def _pct(part: int, whole: int) -> float:
-    return round(100 * part / whole, 1) if whole else 0.0
+class PageHandler(HubOAuthenticated, SecureHeaders):
+    """Base of the pages: the hub login, who is looking, the page's frame and its first data."""
 
-
-def quota_rows(engine) -> list[dict]:
-    """One row per tree node and resource it manages: used, min, max, and bar positions."""
-    rows = []
-    for name, values in engine.quota.report().items():
-        node = engine.quota.nodes[name]
-        for res in sorted(node.managed):
-            used, low, high = values["used"].get(res, 0), node.min.get(res, 0), node.max.get(res)
-            top = max(high or 0, used, low, 1)
-            rows.append({"node": name, "depth": min(name.count("."), 4), "resource": res,
-                         "used": format_milli(res, used), "min": format_milli(res, low),
-                         "max": "-" if high is None else format_milli(res, high),
-                         "used_pct": _pct(used, top), "min_pct": _pct(low, top) if low else None})
-    return rows
-
-
-class DashboardHandler(HubOAuthenticated, SecureHeaders):
     policy = PAGE_POLICY
+    page = ""
+    admin_only = False
+
+    @property
+    def controller(self):
+        return self.settings["controller"]
+
+    async def who(self):
+        return await identity_of(self.controller, self.settings["hub"], self.current_user)
+
+    def show(self, template: str, who, data: dict, **extra) -> None:
+        prefix = self.settings.get("page_prefix", "/services/tenancy/")
+        base = os.environ.get("JUPYTERHUB_BASE_URL", "/").rstrip("/")
+        nav = [{"href": prefix + path, "title": title, "current": path == self.page}
+               for path, title, admin in PAGES if who.admin or not admin]
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.set_header("Cache-Control", "no-store")
+        self.finish(render(
+            template, user=who.name, admin=who.admin, nav=nav, prefix=prefix, page=self.page or "cluster",
+            hub_home=base + "/hub/home", hub_admin=base + "/hub/admin" if who.admin else None,
+            teams=[t.group for t in who.tenants if t.usable], static=self.static_url,
+            # The hub's XSRF token of this session: the scripts' own requests (fetch, the event stream) send
+            # it back, or the hub's OAuth cookie is not accepted for them (only for page navigations).
+            data={"prefix": prefix, "user": who.name, "admin": who.admin, "now": time.time(),
+                  "xsrf": _text(self.xsrf_token), **data}, **extra,
+        ))
+
+    def history(self, who) -> list[dict]:
+        since = since_argument(self.get_argument("hours", None), self.controller.clock())
+        return [visible(s, who) for s in self.settings["history"].samples(since)]
+
+    def live(self, who) -> dict:
+        return visible(snapshot(self.controller), who)
+
+    async def forbid_unless_admin(self, who) -> None:
+        if not who.admin:
+            raise web.HTTPError(403, "this page is for admins")
+
+    def write_error(self, status_code, **kwargs):
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        message = getattr(exc, "log_message", None) if status_code < 500 else None
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.finish(render("error.html", status=status_code, static=self.static_url,
+                           message=message or "Something went wrong in the tenancy service; its log has the details.",
+                           hub_home=os.environ.get("JUPYTERHUB_BASE_URL", "/").rstrip("/") + "/hub/home"))
+
+
+def _text(value) -> str:
+    return value.decode("ascii") if isinstance(value, bytes) else str(value)
+
+
+class ClusterPage(PageHandler):
+    page = ""
 
     @web.authenticated
     async def get(self):
-        # Anyone the hub lets through OAuth may look (the page shows only their teams'
-        # workloads); who is admin comes from the hub, as for the API.
-        user = self.current_user
-        c = self.settings["controller"]
-        who = await identity_of(c, self.settings["hub"], user)
-        rows, _ = c.store.workloads(user=user.get("name"), namespaces=who.namespaces(), limit=40)
-        self.set_header("Content-Type", "text/html; charset=utf-8")
-        self.finish(render(
-            "dashboard.html", user=user.get("name", ""), now=time.strftime("%H:%M:%S"),
-            hub_home=os.environ.get("JUPYTERHUB_BASE_URL", "/").rstrip("/") + "/hub/home",
-            warnings=list(c.engine.warnings), quota=quota_rows(c.engine), workloads=c.views(rows),
-            static=self.static_url,
-        ))
+        who = await self.who()
+        self.show("cluster.html", who, {"snapshot": self.live(who), "history": self.history(who),
+                                        "warnings": list(self.controller.engine.warnings)})
+
+
+class NodesPage(PageHandler):
+    page = "nodes"
+
+    @web.authenticated
+    async def get(self):
+        who = await self.who()
+        self.show("nodes.html", who, {"snapshot": self.live(who), "history": self.history(who)})
+
+
+class JobsPage(PageHandler):
+    page = "jobs"
+
+    @web.authenticated
+    async def get(self):
+        who = await self.who()
+        c = self.controller
+        rows, _ = c.store.workloads(user=None if who.admin else who.name, namespaces=who.namespaces(), limit=300)
+        self.show("jobs.html", who, {"workloads": c.views(rows), "snapshot": self.live(who),
+                                     "history": self.history(who)})
+
+
+class JobPage(PageHandler):
+    page = "jobs"
+
+    @web.authenticated
+    async def get(self, wid):
+        who = await self.who()
+        c = self.controller
+        row = c.store.workload(wid)
+        if row is None:
+            raise web.HTTPError(404, f"There is no workload {wid}: it may have been removed. Go back to the jobs list.")
+        try:
+            c.check_access(who, row)
+        except Exception:  # noqa: BLE001 - Forbidden: the same words for every page
+            raise web.HTTPError(403, f"Workload {wid} belongs to a team you are not in.") from None
+        self.show("job.html", who, {"workload": c.view(row, events=True)}, title=f"{row.name} ({row.id})")
+
+
+class QuotaPage(PageHandler):
+    page = "quota"
+
+    @web.authenticated
+    async def get(self):
+        who = await self.who()
+        c = self.controller
+        self.show("quota.html", who, {"snapshot": self.live(who), "history": self.history(who),
+                                      "evictions": evictions_log(c.store, who.namespaces()),
+                                      "warnings": list(c.engine.warnings)})
+
+
+class TreePage(PageHandler):
+    page = "tree"
+
+    @web.authenticated
+    async def get(self):
+        who = await self.who()
+        await self.forbid_unless_admin(who)
+        c = self.controller
+        self.show("tree.html", who, {
+            "tree": c.store.setting("tree") or c.tree_manifest,
+            "quota": {name: {k: format_list(v[k]) for k in ("min", "max", "used")}
+                      for name, v in c.engine.quota.report().items()},
+            "tenants": [{"group": t.group, "namespace": t.namespace, "leaf": t.leaf, "usable": t.usable}
+                        for t in c.tenants],
+            "audit": audit_trail(c.store),
+        })
+
+
+class TenantsPage(PageHandler):
+    page = "tenants"
+
+    @web.authenticated
+    async def get(self):
+        who = await self.who()
+        await self.forbid_unless_admin(who)
+        c = self.controller
+        tenants = [tenant_view(c, t) for t in c.tenants]
+        self.show("tenants.html", who, {"tenants": tenants}, tenants=tenants)
+
+
+def page_routes(prefix: str) -> list:
+    p = prefix if prefix.endswith("/") else prefix + "/"
+    return [
+        (p, ClusterPage),
+        (p + "nodes", NodesPage),
+        (p + "jobs", JobsPage),
+        (p + r"jobs/([0-9a-f]+)", JobPage),
+        (p + "quota", QuotaPage),
+        (p + "tree", TreePage),
+        (p + "tenants", TenantsPage),
+    ]

@@ -23,8 +23,10 @@ from ..quota.quantity import format_list
 from ..quota.tree import parse_tree
 from ..tenants import tenants_of
 from .controller import SERVICE, Forbidden, Identity, TooMany
+from .history import visible
 from .hub import HubError
 from .security import SecureHeaders
+from .tree_edit import audit_trail, tree_changes
 
 #: Deeper than any real submission or tree (a tree is at most a few levels of nodes).
 MAX_JSON_DEPTH = 64
@@ -114,6 +116,8 @@ class APIHandler(HubOAuthenticated, SecureHeaders):
 
     async def prepare(self):
         self._body, self._body_size = [], 0
+        if self.controller.health.starting:
+            raise web.HTTPError(503, "the tenancy service is starting (restoring its state); try again in a moment")
         try:
             model = await self.hub_auth.get_user(self, sync=False)
         except web.HTTPError as err:
@@ -207,9 +211,24 @@ class APIHandler(HubOAuthenticated, SecureHeaders):
 
 
 class HealthHandler(SecureHeaders):
-    def get(self):
+    """``/health``: 200 when the service works, 503 while it starts or something blocks admissions
+    (each problem one line, see ``health.py``); ``/health/live`` (the process answers) and
+    ``/health/ready`` (the API answers) are 200 whatever the checks say,
+    for Kubernetes probes: a replica blocked by the cluster must stay reachable to say why."""
+
+    def get(self, probe=None):
+        health = self.settings["controller"].health
+        report = health.report()
+        if probe == "live":
+            ok = True
+        elif probe == "ready":
+            ok = not health.starting
+        else:
+            ok = report["status"] in ("ok", "degraded")
         self.set_header("Content-Type", "application/json")
-        self.finish({"status": "ok"})
+        self.set_header("Cache-Control", "no-store")
+        self.set_status(200 if ok else 503)
+        self.finish(report)
 
 
 def _leaf_quota(controller, tenant) -> dict | None:
@@ -268,11 +287,16 @@ class TreeHandler(APIHandler):
         if dry_run:
             self.send({"dryRun": True, "valid": True, **preview})
             return
+        before = c.store.setting("tree") or c.tree_manifest
+        changes = tree_changes(before, docs[0])
         c.store.set_setting("tree", docs[0])
         c.set_tree(tree)
-        c.store.record(c.clock(), "tree", f"{self.identity.name} changed the quota tree")
+        c.tree_manifest = docs[0]
+        c.store.record(c.clock(), "tree", f"{self.identity.name} changed the quota tree: "
+                       + ("; ".join(changes) if changes else "no change"),
+                       details={"by": self.identity.name, "changes": changes})
         c.store.commit()
-        self.send({"dryRun": False, "valid": True, **preview})
+        self.send({"dryRun": False, "valid": True, **preview, "audit": audit_trail(c.store, 20)})
 
 
 class WorkloadsHandler(APIHandler):
@@ -364,6 +388,7 @@ class EventsHandler(APIHandler):
         self.set_header("Content-Type", "text/event-stream")
         queue: asyncio.Queue = asyncio.Queue()
         c, allowed = self.controller, self.identity.namespaces()
+        samples = self.get_argument("samples", "false").lower() in ("1", "true", "yes")
         c.listeners.add(queue)
         try:
             self.write(": connected\n\n")
@@ -373,6 +398,13 @@ class EventsHandler(APIHandler):
                     message = await asyncio.wait_for(queue.get(), 15)
                 except asyncio.TimeoutError:
                     self.write(": keep-alive\n\n")
+                    await self.flush()
+                    continue
+                if message.get("type") == "sample":  # the pages' live figures (?samples=true): what this caller may see
+                    if not samples:
+                        continue
+                    message = {"type": "sample", "sample": visible(message["sample"], self.identity)}
+                    self.write(f"data: {json.dumps(message, default=str)}\n\n")
                     await self.flush()
                     continue
                 wl = message.get("workload") or {}
@@ -408,6 +440,7 @@ def routes(prefix: str) -> list:
     api = prefix.rstrip("/") + "/api/v1"
     return [
         (api + "/health", HealthHandler),
+        (api + "/health/(live|ready)", HealthHandler),
         (api + "/openapi.json", OpenAPIHandler),
         (api + "/me", MeHandler),
         (api + "/tenants", TenantsHandler),

@@ -103,10 +103,10 @@ def test_a_hub_killed_and_started_again_runs_exactly_one_service_that_answers(de
 
 def test_a_bad_row_is_quarantined_and_the_service_serves_the_others(demo_hub):
     hub = demo_hub()
-    # jobs that wait (more GPUs than the node has), so that nothing runs behind the test's back
+    # jobs that wait for good (more GPUs than any node has: inadmissible), so that nothing runs behind the test's back
     body = {"command": ["sleep", "1"], "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "16"}}}
     good, bad = (svc(hub, "alice", "POST", "/workloads", {**body, "name": name})[1] for name in ("good", "bad"))
-    assert good["state"] == bad["state"] == "Pending", (good, bad)
+    assert good["state"] == bad["state"] == "Pending" and good["reason"] == "inadmissible", (good, bad)
     db = Path(hub.extra_env["TENANCY_DEMO_STATE"]) / "tenancy.sqlite"
     with sqlite3.connect(db) as conn:  # the row damaged behind the service's back
         conn.execute("UPDATE workloads SET spec = '{\"kind\": \"training\", oops' WHERE id = ?", (bad["id"],))
@@ -114,7 +114,7 @@ def test_a_bad_row_is_quarantined_and_the_service_serves_the_others(demo_hub):
     os.kill(pid, signal.SIGKILL)  # the hub starts it again; it reads the database at start
     wait_for(lambda: service_pids(hub) not in ([], [pid]) and answers(hub), "the service to come back", timeout=90)
     status, got = svc(hub, "alice", "GET", f"/workloads/{good['id']}")
-    assert status == 200 and got["state"] == "Pending" and got["position"] == 1
+    assert status == 200 and (got["state"], got["reason"], got["message"]) == ("Pending", "inadmissible", good["message"])
     assert svc(hub, "alice", "GET", f"/workloads/{bad['id']}")[0] == 404
     listed = [w["id"] for w in svc(hub, "alice", "GET", "/workloads")[1]["workloads"]]
     assert good["id"] in listed and bad["id"] not in listed

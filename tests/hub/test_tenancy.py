@@ -325,7 +325,7 @@ def test_the_service_restarted_mid_queue_loses_nothing(hub):
     # again in its place (first) and runs again; the others keep their order behind it.
     hub.restart()
     wait_for(lambda: hub.request("GET", f"{API}/health").status_code == 200, "the service after the hub restart", timeout=90)
-    again = wait_for(lambda: (lambda d: d if any(e["type"] == "requeued" for e in d[ids[0]]["events"]) else None)(
+    wait_for(lambda: (lambda d: d if any(e["type"] == "requeued" for e in d[ids[0]]["events"]) else None)(
         {j: svc(hub, "bob", "GET", f"/workloads/{j}")[1] for j in ids}), "b0 to be queued again")
     b0 = wait_for(lambda: (lambda w: w if w["state"] == "Running" else None)(svc(hub, "bob", "GET", f"/workloads/{ids[0]}")[1]),
                   "b0 to run again")
@@ -390,10 +390,11 @@ def test_metrics_and_openapi(hub):
     assert "tenancy_evictions_total" in r.text and "tenancy_decision_seconds_bucket" in r.text
     # the live page, through the hub's OAuth login: a user sees their own teams only
     session = hub.login("bob", "demo")
-    page = session.get(hub.url("/services/tenancy/"), allow_redirects=True, timeout=30)
-    assert page.status_code == 200 and "Quotas and queue" in page.text
+    page = session.get(hub.url("/services/tenancy/jobs"), allow_redirects=True, timeout=30)
+    assert page.status_code == 200 and "Training jobs" in page.text
     assert "team-b" in page.text and "carol-train" not in page.text
-    admin = hub.login("admin", "demo").get(hub.url("/services/tenancy/"), allow_redirects=True, timeout=30)
+    admin = hub.login("admin", "demo").get(hub.url("/services/tenancy/jobs"), allow_redirects=True, timeout=30)
     assert admin.status_code == 200 and "carol-train" in admin.text
     spec = hub.request("GET", f"{API}/openapi.json").json()
-    assert {"/me", "/tenants", "/tree", "/workloads", "/workloads/{id}", "/workloads/{id}/logs", "/events"} <= set(spec["paths"])
+    assert {"/me", "/tenants", "/tree", "/room", "/workloads", "/workloads/{id}", "/workloads/{id}/logs",
+            "/events"} <= set(spec["paths"])

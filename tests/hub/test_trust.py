@@ -135,7 +135,8 @@ def test_one_user_cannot_push_a_teammate_to_the_back_of_the_queue(hub):
     status, body = svc(hub, "alice", "POST", "/workloads", never)
     assert status == 429 and "alice has 20 training jobs waiting already" in body["error"]
     status, wl = svc(hub, "erin", "POST", "/workloads", {"tenant": "team-a", **never})
-    assert status == 201 and wl["leafPosition"] <= 21
+    # Above root.a.1's max: inadmissible, it holds no place in the queue, nor do alice's twenty.
+    assert status == 201 and wl["reason"] == "inadmissible" and wl["leafPosition"] is None
     ids.append(wl["id"])
     # Listings page through everything and filter before the page is cut.
     seen, after = [], None
@@ -195,12 +196,13 @@ def test_html_is_text_on_the_live_page_and_pages_carry_a_policy(hub, browser):
                    (evil, time.time(), json.dumps({"code": "failed", "message": evil})))
     db.close()
     page = logged_in(browser, hub, "admin")
-    response = page.goto(hub.url("/services/tenancy/"))
+    response = page.goto(hub.url("/services/tenancy/jobs"))
     assert response.status == 200
     csp = response.headers["content-security-policy"]
     assert "frame-ancestors 'none'" in csp and "script-src 'self'" in csp
     assert response.headers["x-content-type-options"] == "nosniff"
-    page.wait_for_selector("text=Quotas and queue")
+    page.select_option("#kind-filter", "")
+    page.wait_for_selector("#jobs tr[data-id=deadbeef]")
     assert page.evaluate("window.pwned") is None
     assert page.locator("td", has_text='<img src=x onerror="window.pwned=1">').count() >= 2  # shown as text
     shot(page, "trust-escaped-dashboard")

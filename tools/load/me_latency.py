@@ -19,6 +19,7 @@ import json
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -41,7 +42,6 @@ async def measure(base_url: str, quiet_token: str, flood_token: str, *, requests
     """Flood as one user while timing the other's ``/me``; the figures as a dict (milliseconds)."""
     statuses: Counter = Counter()
     quiet: list[float] = []
-    done = asyncio.Event()
     flood_headers = {"Authorization": f"token {flood_token}"}
     job = {"command": ["true"], "resources": {"requests": {"cpu": "15", "memory": "30Gi"}}}  # waits: memory over max
     left = iter(range(requests))
@@ -59,23 +59,28 @@ async def measure(base_url: str, quiet_token: str, flood_token: str, *, requests
                 await r.read()
                 statuses[f"flood {r.status}"] += 1
 
-    async def quiet_user(session):
+    async def quiet_user():
         headers = {"Authorization": f"token {quiet_token}"}
-        while not done.is_set():
-            started = time.perf_counter()
-            async with session.get(f"{base_url}{API}/me", headers=headers) as r:
-                await r.read()
-                statuses[f"quiet {r.status}"] += 1
-            quiet.append((time.perf_counter() - started) * 1000)
-            await asyncio.sleep(0.01)
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+            while not done.is_set():
+                started = time.perf_counter()
+                async with session.get(f"{base_url}{API}/me", headers=headers) as r:
+                    await r.read()
+                    statuses[f"quiet {r.status}"] += 1
+                quiet.append((time.perf_counter() - started) * 1000)
+                await asyncio.sleep(0.01)
 
+    # The quiet user is another person on another machine: her requests and her clock run on a
+    # loop of their own, so that reading the flood's answers here does not delay her timings.
+    done = threading.Event()
+    watcher = threading.Thread(target=asyncio.run, args=(quiet_user(),), name="quiet-user")
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
-        watcher = asyncio.ensure_future(quiet_user(session))
+        watcher.start()
         started = time.perf_counter()
         await asyncio.gather(*(flooder(session) for _ in range(concurrency)))
         took = time.perf_counter() - started
         done.set()
-        await watcher
+        await asyncio.to_thread(watcher.join)
     return {"flood_requests": requests, "concurrency": concurrency, "flood_seconds": round(took, 2),
             "flood_rate_per_s": round(requests / took, 1), "quiet_samples": len(quiet),
             "quiet_me_p50_ms": round(_pct(quiet, 0.50), 1), "quiet_me_p99_ms": round(_pct(quiet, 0.99), 1),

@@ -1,0 +1,248 @@
+"""What the cluster, the nodes, the quota tree and the jobs looked like over time: sampled, kept, shown.
+
+``snapshot(controller)`` reads the engine once: capacity, what is allocated (by
+team) and what waits, per resource; each node's allocated room and pods (by
+team); each quota node's used, min, max, borrowed and lent; how many jobs wait
+and run per team. ``History`` stores one snapshot every ``interval`` seconds in
+the service's database (table ``samples``), drops those older than the
+retention, and pushes the current snapshot to the pages through the event
+stream (``{"type": "sample"}`` messages) whenever it changed, so a laptop needs
+no Prometheus and the pages never reload.
+
+Amounts are in base units (cores, bytes, devices). Who sees what: admins see
+everything; a user sees the totals, the tree's shape (every node's min and
+max) and the detail of their own teams only; other teams are summed as
+``"other teams"`` and their quota usage is left out (``visible``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+from sqlalchemy import JSON, Float, Integer, delete, select
+from sqlalchemy.orm import Mapped, mapped_column
+
+from ..scheduler.model import Phase
+from .store import Base
+
+OTHERS = "other teams"
+NO_TEAM = "(no team)"
+
+
+class SampleRow(Base):
+    """One snapshot of the cluster (see ``snapshot``), taken every ``history_interval_seconds``."""
+
+    __tablename__ = "samples"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    time: Mapped[float] = mapped_column(Float, index=True)
+    data: Mapped[dict] = mapped_column(JSON)
+
+
+def units(milli: dict) -> dict:
+    """Engine amounts (thousandths) in base units, zeros left out."""
+    return {r: v / 1000 for r, v in milli.items() if v}
+
+
+def _add(into: dict, res_amounts: dict) -> None:
+    for res, amount in res_amounts.items():
+        into[res] = into.get(res, 0) + amount
+
+
+def team_names(controller) -> dict[str, str]:
+    """namespace -> the team (hub group) that owns it; namespaces of no team keep their name."""
+    return {t.namespace: t.group for t in controller.tenants if t.usable}
+
+
+def snapshot(controller, now: float | None = None) -> dict:
+    """The state the pages and ``/metrics`` show, read from the engine (see the module's docstring)."""
+    engine = controller.engine
+    teams = team_names(controller)
+    capacity: dict = {}
+    nodes: dict = {}
+    for node in engine.cluster.nodes.values():
+        _add(capacity, node.allocatable)
+        nodes[node.name] = {"allocatable": units(node.allocatable), "allocated": {}, "pods": 0, "teams": {}}
+    allocated: dict = {}
+    pending: dict = {}
+    by_team: dict = {}
+    jobs: dict = {}
+    for pod in engine.pods.values():
+        team = teams.get(pod.namespace, pod.namespace)
+        if pod.phase in (Phase.RUNNING, Phase.TERMINATING):
+            _add(allocated, pod.requests)
+            _add(by_team.setdefault(team, {}), pod.requests)
+            node = nodes.get(pod.node) if pod.node else None
+            if node is not None:
+                node["pods"] += 1
+                _add(node["allocated"], units(pod.requests))
+                _add(node["teams"].setdefault(team, {}), units(pod.requests))
+        elif pod.phase is Phase.PENDING and pod.node is None and not pod.inadmissible:
+            _add(pending, pod.requests)  # what waits for room (work that can never start is not demand)
+    for row in controller.rows.values():
+        if row.kind == "training" and row.state in ("Pending", "Running"):
+            count = jobs.setdefault(row.tenant or row.namespace, {"queued": 0, "running": 0})
+            count["queued" if row.state == "Pending" else "running"] += 1
+    return {
+        "time": controller.clock() if now is None else now,
+        "cluster": {"capacity": units(capacity), "allocated": units(allocated), "pending": units(pending)},
+        "teams": {team: units(amounts) for team, amounts in sorted(by_team.items())},
+        "nodes": nodes,
+        "quota": quota_figures(controller),
+        "jobs": jobs,
+    }
+
+
+def quota_figures(controller) -> dict:
+    """Per quota node: used, min, max, borrowed (used above min) and lent (idle guarantee that siblings use).
+
+    Lent: under one parent, the children's borrowed room comes first out of their
+    siblings' idle guarantees; each idle child is counted as lending its share of
+    that room, in proportion to its idle guarantee.
+    """
+    quota = controller.engine.quota
+    teams = {t.leaf: t.group for t in controller.tenants if t.usable and t.leaf}
+    report = quota.report()
+    out = {}
+    for name, values in report.items():
+        node = quota.nodes[name]
+        used, low = values["used"], node.min
+        out[name] = {"team": teams.get(name), "parent": node.parent.name if node.parent else None,
+                     "used": units(used), "min": units(low), "max": units(values["max"]),
+                     "borrowed": units({r: max(0, used.get(r, 0) - low.get(r, 0)) for r in node.managed}),
+                     "lent": {}}
+    for name in report:
+        node = quota.nodes[name]
+        kids = [k for k in node.children if k.name in report]
+        for res in node.managed:
+            borrowed = sum(max(0, k.used.get(res, 0) - k.min.get(res, 0)) for k in kids)
+            idle = {k.name: max(0, k.min.get(res, 0) - k.used.get(res, 0)) for k in kids}
+            total_idle = sum(idle.values())
+            if not borrowed or not total_idle:
+                continue
+            share = min(1.0, borrowed / total_idle)
+            for kid, amount in idle.items():
+                if amount:
+                    out[kid]["lent"][res] = amount * share / 1000
+    return out
+
+
+def visible(snap: dict, identity) -> dict:
+    """``snap`` as ``identity`` may see it: everything for admins; for a user, their teams' detail only."""
+    if identity.admin:
+        return snap
+    mine = {t.group for t in identity.tenants if t.usable} | {t.namespace for t in identity.tenants if t.usable}
+    leaves = {t.leaf for t in identity.tenants if t.usable and t.leaf}
+
+    def fold(per_team: dict) -> dict:
+        out, others = {}, {}
+        for team, amounts in per_team.items():
+            if team in mine:
+                out[team] = amounts
+            else:
+                _add(others, amounts)
+        if others:
+            out[OTHERS] = others
+        return out
+
+    quota = snap.get("quota") or {}
+    on_path = set()
+    for leaf in leaves:
+        name = leaf
+        while name:
+            on_path.add(name)
+            name = (quota.get(name) or {}).get("parent")
+    out = dict(snap)
+    out["teams"] = fold(snap.get("teams") or {})
+    out["nodes"] = {name: {**node, "teams": fold(node.get("teams") or {})} for name, node in (snap.get("nodes") or {}).items()}
+    out["quota"] = {
+        name: q if name in on_path else {**q, "team": None, "used": None, "borrowed": None, "lent": None}
+        for name, q in quota.items()
+    }
+    jobs, others = {}, {"queued": 0, "running": 0}
+    for team, count in (snap.get("jobs") or {}).items():
+        if team in mine:
+            jobs[team] = count
+        else:
+            others = {k: others[k] + count.get(k, 0) for k in others}
+    if others["queued"] or others["running"]:
+        jobs[OTHERS] = others
+    out["jobs"] = jobs
+    return out
+
+
+class History:
+    """Samples in the database, with retention; the live snapshot for the pages' event stream."""
+
+    def __init__(self, controller, *, interval: float = 15.0, retention_hours: float = 48.0, live: float = 2.0,
+                 metrics=None):
+        self.controller = controller
+        self.interval = interval
+        self.retention = retention_hours * 3600
+        self.live = live
+        self.metrics = metrics
+        self.store = controller.store
+        SampleRow.__table__.create(self.store.engine, checkfirst=True)
+        self._last_sent: str | None = None
+        self._last_stored = 0.0
+
+    def take(self, now: float | None = None) -> dict:
+        """Store one sample now (and drop those past the retention); returns it."""
+        snap = snapshot(self.controller, now)
+        self.store.add(SampleRow(time=snap["time"], data=snap))
+        self.store.session.execute(delete(SampleRow).where(SampleRow.time < snap["time"] - self.retention))
+        self.store.commit()
+        self._last_stored = snap["time"]
+        return snap
+
+    def samples(self, since: float, *, most: int = 720) -> list[dict]:
+        """Stored samples from ``since`` on, oldest first, thinned evenly to at most ``most``."""
+        q = select(SampleRow.data).where(SampleRow.time >= since).order_by(SampleRow.time)
+        rows = list(self.store.session.scalars(q))
+        if len(rows) > most:
+            step = len(rows) / most
+            rows = [rows[int(i * step)] for i in range(most)] + [rows[-1]]
+        return rows
+
+    def publish(self, snap: dict) -> None:
+        """Push ``snap`` to the event stream's listeners, if it differs from the last one pushed."""
+        key = json.dumps({k: v for k, v in snap.items() if k != "time"}, sort_keys=True, default=str)
+        if key == self._last_sent:
+            return
+        self._last_sent = key
+        message = {"type": "sample", "sample": snap}
+        for queue in list(self.controller.listeners):
+            queue.put_nowait(message)
+
+    def step(self, now: float | None = None) -> dict:
+        """One round of the loop: store a sample when due, push the live snapshot when it changed."""
+        now = self.controller.clock() if now is None else now
+        if now - self._last_stored >= self.interval:
+            snap = self.take(now)
+        else:
+            snap = snapshot(self.controller, now)
+        if self.metrics is not None:
+            self.metrics.observe_snapshot(snap)
+        if self.controller.listeners:
+            self.publish(snap)
+        return snap
+
+    async def run(self) -> None:
+        while True:
+            try:
+                self.step()
+            except Exception:  # noqa: BLE001 - a failed sample must not stop the service
+                self.store.session.rollback()
+                self.controller.log.exception("taking a history sample failed")
+            await asyncio.sleep(min(self.live, self.interval))
+
+
+def since_argument(raw: str | None, now: float | None = None, default_hours: float = 6.0) -> float:
+    """``?hours=`` as the epoch time to start from (at most the retention is stored anyway)."""
+    now = time.time() if now is None else now
+    try:
+        hours = float(raw) if raw else default_hours
+    except ValueError:
+        hours = default_hours
+    return now - max(0.01, min(hours, 24 * 365)) * 3600

@@ -1,0 +1,41 @@
+// The hub's waiting page, while the tenancy scheduler holds the server: why it waits, its place in the
+// queue, what the user can do and a link to the dashboard, from the spawner's progress events (their
+// "tenancy" field). Text only (textContent); the stock page keeps its own handling of ready and failed.
+(function () {
+  'use strict';
+  var box = document.getElementById('tenancy-status');
+  if (!box || !window.EventSource) return;
+  function set(sel, text) {
+    var el = box.querySelector(sel);
+    if (el) el.textContent = text || '';
+  }
+  var source = new EventSource(box.dataset.progressUrl);
+  source.onmessage = function (e) {
+    var evt;
+    try { evt = JSON.parse(e.data); } catch (err) { return; }
+    var t = evt.tenancy;
+    if (evt.failed) {
+      box.className = 'tenancy-status text-start failed';
+      set('.tenancy-state', 'The server could not start.');
+      set('.tenancy-reason', evt.message || '');
+      set('.tenancy-position', '');
+      box.querySelector('.tenancy-todo').replaceChildren();
+      source.close();
+      return;
+    }
+    if (evt.ready) { source.close(); return; }
+    if (!t) return;
+    box.className = 'tenancy-status text-start' + (t.state === 'starting' ? ' starting' : '');
+    set('.tenancy-state', t.headline);
+    set('.tenancy-reason', t.reason);
+    set('.tenancy-position', t.position);
+    var list = box.querySelector('.tenancy-todo');
+    list.replaceChildren();
+    (t.todo || []).forEach(function (line) {
+      var li = document.createElement('li');
+      li.textContent = line;
+      list.appendChild(li);
+    });
+    window.tenancyWaitingUpdates = (window.tenancyWaitingUpdates || 0) + 1;
+  };
+})();

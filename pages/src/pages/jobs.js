@@ -1,0 +1,107 @@
+import { barChart, line, timeChart } from '../charts';
+import { fill, h, rows } from '../dom';
+import { finishedAt, requests, startedAt, stateWord, when, why } from '../format';
+import { appendSample } from '../live';
+
+const BUCKETS = [[10, '< 10 s'], [60, '10 s – 1 min'], [300, '1 – 5 min'], [1800, '5 – 30 min'], [7200, '30 min – 2 h'], [Infinity, '> 2 h']];
+
+function histogram(values) {
+  const counts = BUCKETS.map(() => 0);
+  for (const v of values) counts[BUCKETS.findIndex(([top]) => v < top)] += 1;
+  return counts;
+}
+
+// Jobs: counts, queued and running over time, wait and run time distributions, and the list (live).
+export function jobs(data, live) {
+  const history = (data.history || []).slice();
+  appendSample(history, data.snapshot);
+  const byId = new Map((data.workloads || []).map(w => [w.id, w]));
+  const filter = document.getElementById('kind-filter');
+  let jobsChart = null;
+  let waitChart = null;
+  let runChart = null;
+
+  function all() {
+    return [...byId.values()].sort((a, b) => b.created - a.created || (a.id < b.id ? 1 : -1));
+  }
+
+  function counts(list) {
+    const training = list.filter(w => w.kind === 'training');
+    const n = s => training.filter(w => s.includes(w.state)).length;
+    const cannot = training.filter(w => w.state === 'Pending' && w.reason === 'inadmissible').length;
+    const cards = [
+      ['queued', n(['Pending']) - cannot, cannot ? `${cannot} more cannot start as asked` : 'waiting for room'],
+      ['running', n(['Running']), 'admitted and running'],
+      ['finished', n(['Succeeded']), 'ended well'],
+      ['ended otherwise', n(['Failed', 'Cancelled', 'Rejected', 'Preempted', 'Quarantined']), 'failed, cancelled or refused']
+    ];
+    fill(document.getElementById('counts'), cards.map(([title, value, sub]) =>
+      h('div', { class: 'card', 'data-count': title }, h('h3', {}, title), h('div', { class: 'big' }, value), h('div', { class: 'sub' }, sub))));
+  }
+
+  function distributions(list) {
+    const training = list.filter(w => w.kind === 'training');
+    const waits = training.map(w => [w, startedAt(w)]).filter(([, s]) => s).map(([w, s]) => s - w.created);
+    const runs = training.filter(w => ['Succeeded', 'Failed'].includes(w.state))
+      .map(w => [startedAt(w), finishedAt(w)]).filter(([s, f]) => s && f).map(([s, f]) => f - s);
+    const labels = BUCKETS.map(b => b[1]);
+    const wait = [{ label: 'jobs', data: histogram(waits), backgroundColor: '#e8833a' }];
+    const run = [{ label: 'jobs', data: histogram(runs), backgroundColor: '#4a90d9' }];
+    if (!waitChart) {
+      waitChart = barChart(document.getElementById('wait-chart'), labels, wait, { yTitle: 'jobs' });
+      runChart = barChart(document.getElementById('run-chart'), labels, run, { yTitle: 'jobs' });
+    } else {
+      waitChart.data.datasets = wait;
+      runChart.data.datasets = run;
+      waitChart.update();
+      runChart.update();
+    }
+  }
+
+  function overTime() {
+    const sum = (s, k) => Object.values(s.jobs || {}).reduce((a, c) => a + (c[k] || 0), 0);
+    const sets = [
+      line('queued', history.map(s => ({ x: s.time, y: sum(s, 'queued') })), '#e8833a'),
+      line('running', history.map(s => ({ x: s.time, y: sum(s, 'running') })), '#1a7f37')
+    ];
+    if (!jobsChart) jobsChart = timeChart(document.getElementById('jobs-chart'), sets, { yTitle: 'jobs' });
+    else {
+      jobsChart.data.datasets = sets;
+      jobsChart.update();
+    }
+  }
+
+  function table(list) {
+    const kind = filter.value;
+    const now = Date.now() / 1000;
+    const shown = list.filter(w => !kind || w.kind === kind);
+    rows(document.getElementById('jobs'), shown.length ? shown.map(w => h('tr', { 'data-id': w.id, 'data-state': w.state },
+      h('td', {}, w.tenant || w.namespace),
+      h('td', {}, h('a', { href: `${data.prefix}jobs/${w.id}` }, w.name), ' ', h('span', { class: 'tree-name' }, w.id)),
+      h('td', {}, w.user),
+      h('td', { class: `state-${w.state}` }, stateWord(w)),
+      h('td', {}, why(w, now)),
+      h('td', {}, w.priorityClassName || ''),
+      h('td', {}, requests(w)),
+      h('td', {}, when(w.created)))) : [h('tr', {}, h('td', { colspan: 8 }, kind ? `No ${filter.selectedOptions[0].text} yet.` : 'Nothing yet.'))]);
+  }
+
+  function render() {
+    const list = all();
+    counts(list);
+    distributions(list);
+    table(list);
+  }
+
+  filter.addEventListener('change', render);
+  render();
+  overTime();
+  live.on('workload', w => {
+    byId.set(w.id, w);
+    render();
+  });
+  live.on('sample', sample => {
+    appendSample(history, sample);
+    overTime();
+  });
+}

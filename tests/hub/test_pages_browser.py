@@ -1,0 +1,298 @@
+"""Issue 11: the service's pages in the hub, in headless Chromium against the real demo hub, as the
+admin and as users: dashboards with plots drawn from a scripted story (jobs submitted, a reclaim, a
+tree change), live without a reload; the tree editor's preview (victims, a lowered max) before
+anything changes, apply and the audit trail; a broken team flagged for admins and kept out of the
+spawn form; the spawn form's profile cards, the waiting page and the home page. At 1280x800 and at
+390x844. Screenshots: docs/screenshots/pages-*.png (README, "Pages in the hub")."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from browser import browser, logged_in, shot  # noqa: F401 - the fixture
+from demo_hub import ROOT, leaf_used, start_demo_hub, svc, token, wait_for
+
+PAGES = "/services/tenancy/"
+NARROW = {"width": 390, "height": 844}
+
+
+def job(hub, user, name, cpu, pc="high-priority-research", **extra):
+    status, body = svc(hub, user, "POST", "/workloads", {"command": ["sleep", "900"], "name": name,
+                                                         "priorityClassName": pc,
+                                                         "resources": {"requests": {"cpu": str(cpu)}}, **extra})
+    assert status == 201, body
+    return body
+
+
+def state(hub, wid):
+    return svc(hub, "admin", "GET", f"/workloads/{wid}")[1]
+
+
+@pytest.fixture(scope="module")
+def hub(chp_path, tmp_path_factory):
+    h = start_demo_hub(chp_path, tmp_path_factory.mktemp("pages-hub"), TENANCY_HISTORY_SECONDS="1")
+    try:
+        yield h
+    finally:
+        h.stop()
+
+
+@pytest.fixture(scope="module")
+def story(hub):
+    """Root 40 CPUs: team-a and team-b borrow the root full; carol's job reclaims one of bob's; one job of
+    alice's can never start; carol's second job waits at the root's max."""
+    s = {}
+    s["a1"] = job(hub, "alice", "alice-train", 10)
+    s["b1"] = job(hub, "bob", "bob-train", 10, pc="low-priority-dev")
+    s["b2"] = job(hub, "bob", "bob-train", 10, pc="low-priority-dev")  # the same name: told apart by id
+    s["a2"] = job(hub, "alice", "alice-train-2", 10)
+    wait_for(lambda: leaf_used(hub, "root") == "40", "the root to be full")
+    s["c1"] = job(hub, "carol", "carol-train", 10)  # within team-c's guarantee: reclaims bob's newest
+    wait_for(lambda: state(hub, s["c1"]["id"])["state"] == "Running", "carol's job to reclaim its room", timeout=60)
+    s["huge"] = job(hub, "alice", "too-big", 30)  # above root.a.1's max of 20
+    s["c2"] = job(hub, "carol", "carol-train-2", 10)  # team-c would borrow: waits at the root's max
+    assert state(hub, s["huge"]["id"])["reason"] == "inadmissible"
+    assert state(hub, s["c2"]["id"])["reason"] == "quota-max"
+    return s
+
+
+def open_page(page, hub, path):
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(hub.url(PAGES + path))
+    page.wait_for_function("window.tenancyPageReady === true")
+    try:
+        wait_for(lambda: page.inner_text("#live") == "live", "the page's event stream", timeout=20)
+    except AssertionError:
+        raise AssertionError(f"the page's event stream: {page.inner_text('#live')!r}, errors {errors}") from None
+    assert not errors, errors
+
+
+def test_cluster_dashboard_plots_history_by_team_and_updates_live(hub, story, browser):
+    page = logged_in(browser, hub, "admin")
+    open_page(page, hub, "")
+    assert page.title() == "Cluster · Tenancy"
+    cpu = page.inner_text(".card[data-resource=cpu]")
+    assert "40 of 56" in cpu and "71% allocated" in cpu, cpu
+    teams = page.locator("#teams tbody th").all_inner_texts()
+    assert teams == ["team-a", "team-b", "team-c"], teams
+    assert page.locator("#charts canvas").count() == 3  # CPU, memory, GPU
+    assert page.evaluate("document.querySelector('#chart-cpu').width") > 200
+    page.evaluate("window.notReloaded = true")
+    before = page.inner_text(".card[data-resource=cpu] .sub")
+    extra = job(hub, "carol", "carol-extra", 5, pc="low-priority-dev")  # team-c would borrow: it waits
+    wait_for(lambda: page.inner_text(".card[data-resource=cpu] .sub") != before, "the waiting demand to grow live",
+             timeout=20)
+    assert "· 25 waiting" in page.inner_text(".card[data-resource=cpu] .sub")  # carol's 10 + 5, bob's 10
+    svc(hub, "carol", "DELETE", f"/workloads/{extra['id']}")
+    assert page.evaluate("window.notReloaded") is True and page.evaluate("window.tenancyUpdates") > 0
+    # the Services menu of the hub links here, and the page links back
+    shot(page, "pages-cluster")
+    page.click("a.back")
+    page.wait_for_url("**/hub/home")
+    assert page.locator("a[href$='/services/tenancy/']").count() >= 1  # the Services menu
+    page.context.close()
+
+
+def test_nodes_and_jobs_dashboards(hub, story, browser):
+    page = logged_in(browser, hub, "admin")
+    open_page(page, hub, "nodes")
+    caption = page.inner_text("figure[data-node=local-1] figcaption")
+    assert caption.startswith("local-1:") and "pods" in caption
+    shot(page, "pages-nodes")
+    open_page(page, hub, "jobs")
+    assert page.inner_text(".card[data-count=running] .big") != "0"
+    bob = page.locator("#jobs tbody tr", has=page.locator("a", has_text="bob-train"))
+    assert bob.count() == 2  # two jobs named bob-train, told apart by their ids
+    ids = {story["b1"]["id"], story["b2"]["id"]}
+    assert {bob.nth(i).get_attribute("data-id") for i in range(2)} == ids
+    huge = page.locator(f"#jobs tr[data-id='{story['huge']['id']}']")
+    assert "cannot start" in huge.inner_text() and "max of 20" in huge.inner_text()
+    assert page.locator("#wait-chart").count() == 1 and page.locator("#run-chart").count() == 1
+    shot(page, "pages-jobs")
+    reclaimed = next(w for w in (story["b1"], story["b2"])
+                     if any(e["type"] == "reclaimed" for e in state(hub, w["id"])["events"]))
+    page.click(f"#jobs tr[data-id='{reclaimed['id']}'] a")
+    page.wait_for_selector("#timeline tr[data-type=reclaimed]")
+    assert "Reclaimed by team-c/carol-train" in page.inner_text("#timeline")
+    assert page.inner_text("dd[data-fact=team]") == "team-b" and page.inner_text("dd[data-fact=owner]") == "bob"
+    try:
+        wait_for(lambda: "is at its max for cpu" in page.inner_text("#reasons"), "its reason history")
+    except AssertionError:
+        raise AssertionError(f"reasons: {page.inner_text('#reasons')!r}; timeline {page.inner_text('#timeline')!r}") from None
+    shot(page, "pages-job")
+    page.context.close()
+
+
+def test_quota_dashboard_highlights_borrowing_and_lists_the_reclaim(hub, story, browser):
+    page = logged_in(browser, hub, "admin")
+    open_page(page, hub, "quota")
+    a1 = page.locator("#quota tr[data-node='root.a.1'][data-resource=cpu]")
+    assert a1.get_attribute("class") == "at-max" and a1.locator("td").first.inner_text() == "team-a"
+    assert "borrowing" in page.inner_text("#quota tr[data-node='root.a.1'][data-resource=cpu]")
+    assert page.locator("#quota-charts figure:not([hidden]) canvas").count() >= 7
+    assert "reclaim" in page.inner_text("#evictions") and "team-c/carol-train" in page.inner_text("#evictions")
+    shot(page, "pages-quota")
+    page.context.close()
+    # bob: his team's detail, the tree's shape, the others folded away
+    page = logged_in(browser, hub, "bob", **NARROW)
+    open_page(page, hub, "quota")
+    assert page.locator("#quota tr[data-node='root.a.2'] td").nth(3).inner_text() != "·"
+    assert page.locator("#quota tr[data-node='root.b.1'] td").nth(3).inner_text() == "·"
+    assert page.locator("a", has_text="Quota tree editor").count() == 0
+    shot(page, "pages-quota-user-narrow")
+    open_page(page, hub, "")
+    assert page.locator("#teams tbody th").all_inner_texts() == ["team-b", "other teams"]
+    shot(page, "pages-cluster-user-narrow")
+    r = page.goto(hub.url(PAGES + "tree"))
+    assert r.status == 403 and "for admins" in page.inner_text("body")
+    page.context.close()
+
+
+def edit(page, node, field, value):
+    box = page.locator(f"#editor tr[data-node='{node}'] input[aria-label='{field} of {node}']")
+    box.fill(str(value))
+
+
+def test_tree_editor_previews_victims_and_a_lowered_max_and_changes_nothing_until_apply(hub, story, browser):
+    page = logged_in(browser, hub, "admin")
+    open_page(page, hub, "tree")
+    # team-c guaranteed 20 (team-d 0): carol's waiting job would reclaim from team-a, which borrows.
+    edit(page, "root.b.1", "min cpu", 20)
+    edit(page, "root.b.2", "min cpu", 0)
+    page.click("#preview")
+    page.wait_for_selector("#would-evict li")
+    evicted = page.inner_text("#would-evict")
+    assert "team-a: alice's training alice-train-2" in evicted, evicted
+    assert "carol-train-2" in page.inner_text("#would-start")
+    shot(page, "pages-tree-preview")
+    assert state(hub, story["a2"]["id"])["state"] == "Running"  # nothing happened
+    assert svc(hub, "admin", "GET", "/tree")[1]["quota"]["root.b.1"]["min"]["cpu"] == "10"
+    page.click("#reset")
+    # An invalid tree: the same words as `tenancy validate`.
+    edit(page, "root.a", "min cpu", 50)
+    page.click("#preview")
+    page.wait_for_selector("#invalid")
+    tree = svc(hub, "admin", "GET", "/tree")[1]["tree"]
+    tree["spec"]["root"]["children"][0]["min"]["cpu"] = 50
+    path = hub.workdir / "bad-tree.yaml"
+    path.write_text(json.dumps(tree))
+    cli = subprocess.run([sys.executable, "-m", "hub_ext.cli", "validate", str(path)], capture_output=True, text=True,
+                         cwd=ROOT)
+    expected = cli.stderr.strip().split(": document 1: ", 1)[1]
+    assert page.inner_text("#invalid") == f"This tree is not valid: {expected}", (page.inner_text("#invalid"), expected)
+    assert page.is_disabled("#apply")
+    page.click("#reset")
+    # A lowered max under running work: what that means, then apply, and the audit trail.
+    edit(page, "root.a.2", "min cpu", 5)  # min <= max, as the validation says
+    edit(page, "root.a.2", "max cpu", 5)
+    page.click("#preview")
+    try:
+        page.wait_for_selector("#over-max li", timeout=15_000)
+    except Exception:
+        raise AssertionError(f"the preview says: {page.inner_text('#result')!r}") from None
+    over = page.inner_text("#over-max")
+    assert "root.a.2 would use 10 cpu of a max of 5: nothing new starts there until it drains" in over, over
+    assert "bob's training bob-train" in over
+    assert svc(hub, "admin", "GET", "/tree")[1]["quota"]["root.a.2"]["max"]["cpu"] == "20"
+    page.click("#apply")
+    page.wait_for_selector("#applied")
+    assert svc(hub, "admin", "GET", "/tree")[1]["quota"]["root.a.2"]["max"]["cpu"] == "5"
+    page.wait_for_selector("#audit td >> text=root.a.2: max cpu 20 -> 5")
+    assert "admin" in page.inner_text("#audit tbody tr:first-child")
+    shot(page, "pages-tree-applied")
+    page.set_viewport_size(NARROW)
+    shot(page, "pages-tree-narrow")
+    page.context.close()
+
+
+def test_a_broken_group_is_flagged_for_admins_and_kept_out_of_the_spawn_form(hub, story, browser):
+    assert hub.api("POST", "/groups/team-x")[0] in (201, 409)
+    hub.api("POST", "/groups/team-x/users", {"users": ["erin"]})
+    hub.api("PUT", "/groups/team-x/properties", {"tenancy.namespace": "team-b", "tenancy.quota-leaf": "root.zzz",
+                                                  "tenancy.role": "boss"})
+    wait_for(lambda: any(t["group"] == "team-x" and t["errors"] for t in svc(hub, "admin", "GET", "/tenants")[1]["tenants"]),
+             "team-x to be flagged")
+    page = logged_in(browser, hub, "admin")
+    open_page(page, hub, "tenants")
+    row = page.locator("#tenants tr[data-group=team-x]")
+    text = row.inner_text()
+    assert "broken" in text and "must be researcher or admin, got 'boss'" in text
+    assert "'root.zzz' is not a node of the quota tree" in text and "In the hub's admin panel (Groups, team-x)" in text
+    assert "1 group cannot be used as a team until fixed: team-x" in page.inner_text("#broken-summary")
+    shot(page, "pages-tenants")
+    page.context.close()
+    # erin: team-x is no choice; its errors are said; the cards say what fits
+    page = logged_in(browser, hub, "erin")
+    page.goto(hub.url("/hub/spawn"))
+    page.wait_for_selector("#tenancy-profiles")
+    options = page.locator("#tenancy-team option").all_inner_texts()
+    assert [o.split(" ")[0] for o in options] == ["team-a", "team-b"], options
+    assert "Team team-x cannot be used" in page.inner_text("#tenancy-broken-teams")
+    cards = page.inner_text("#tenancy-profiles")
+    assert "For exploring data" in cards and "Asks for 5 CPU, 4Gi memory" in cards
+    assert "team-a: Would wait" in cards or "team-a: Fits" in cards, cards
+    note = page.inner_text("#tenancy-priority-note")
+    assert note.startswith("Notebooks run at low priority (low-priority-dev)") and "2 seconds" in note
+    shot(page, "pages-spawn-form")
+    page.set_viewport_size(NARROW)
+    shot(page, "pages-spawn-form-narrow")
+    page.context.close()
+    hub.api("DELETE", "/groups/team-x")
+
+
+def test_the_waiting_page_and_the_home_page_say_why_a_server_waits(hub, story, browser):
+    # team-a is at its max (20 of 20): alice's notebook waits in the queue
+    status, _ = hub.start_server("alice", "wait", {"profile": "small"}, token=token(hub, "alice"), check=False)
+    assert status in (201, 202)
+    wait_for(lambda: (hub.server_model("alice", "wait") or {}).get("pending") == "spawn", "alice/wait to wait")
+    page = logged_in(browser, hub, "alice")
+    page.goto(hub.url("/hub/spawn-pending/alice/wait"))
+    page.wait_for_selector("#tenancy-status .tenancy-reason:not(:empty)", timeout=30_000)
+    assert not page.is_visible("#progress-bar")  # no fixed bar
+    assert "quota root.a.1 is at its max for cpu" in page.inner_text("#tenancy-status .tenancy-reason").lower()
+    assert "in the queue" in page.inner_text("#tenancy-status .tenancy-position")
+    assert "Stop another server or job of team-a" in page.inner_text("#tenancy-status .tenancy-todo")
+    assert page.get_attribute("#tenancy-status .tenancy-dashboard", "href") == "/services/tenancy/quota"
+    shot(page, "pages-spawn-waiting")
+    page.goto(hub.url("/hub/home"))
+    waiting = page.locator("#tenancy-home .tenancy-waiting[data-server=wait]")
+    assert "Your server wait is waiting for room." in waiting.inner_text()
+    shot(page, "pages-home-waiting")
+    page.context.close()
+    hub.stop_server("alice", "wait")
+
+
+def test_a_notebook_stopped_to_make_room_is_explained_on_the_home_page(hub, story, browser):
+    for w in story.values():  # a clean slate: only bob's notebook and what reclaims it
+        svc(hub, "admin", "DELETE", f"/workloads/{w['id']}")
+    for w in svc(hub, "admin", "GET", "/workloads?state=Pending&state=Running")[1]["workloads"]:
+        svc(hub, "admin", "DELETE", f"/workloads/{w['id']}")
+    status, _ = hub.start_server("bob", "", {"profile": "small"}, token=token(hub, "bob"), check=False)
+    assert status in (201, 202)
+    hub.wait_server_ready("bob", timeout=90)
+    tree = svc(hub, "admin", "GET", "/tree")[1]["tree"]  # root.a.2's max is 5 now: 30, for 25 CPUs
+    tree["spec"]["root"]["children"][0]["children"][1]["max"]["cpu"] = 30
+    assert svc(hub, "admin", "PUT", "/tree", tree)[0] == 200
+    job(hub, "bob", "bob-more", 20)  # team-b: 25 CPUs
+    job(hub, "alice", "alice-fill", 15)  # root: 5 + 20 + 15 = 40
+    try:
+        wait_for(lambda: leaf_used(hub, "root") == "40", "the root to be full", timeout=30)
+    except AssertionError:
+        raise AssertionError(svc(hub, "admin", "GET", "/workloads?state=Pending&state=Running")[1]) from None
+    job(hub, "carol", "carol-takes", 5, pc="low-priority-dev")  # within its guarantee: reclaims bob's notebook
+    wait_for(lambda: hub.server_model("bob") is None or not hub.server_model("bob").get("ready"),
+             "bob's notebook to be stopped", timeout=60)
+    page = logged_in(browser, hub, "bob")
+    wait_for(lambda: page.goto(hub.url("/hub/home")) and page.locator("#tenancy-home .tenancy-stopped").count() == 1,
+             "the notice on the home page", timeout=30)
+    text = page.inner_text("#tenancy-home .tenancy-stopped")
+    assert text.startswith("Your server was stopped at ") and "by team-c/carol-takes" in text, text
+    assert "Because: Reclaimed by team-c/carol-takes" in text
+    shot(page, "pages-home-stopped")
+    page.context.close()
