@@ -31,7 +31,7 @@ app.kubernetes.io/part-of: jupyterhub-tenancy
 {{- if .Values.serviceAccount.create }}
 {{- default (include "tenancy.fullname" .) .Values.serviceAccount.name }}
 {{- else }}
-{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- .Values.serviceAccount.name }}
 {{- end }}
 {{- end }}
 

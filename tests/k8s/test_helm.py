@@ -1,9 +1,13 @@
 """The Helm chart (helm/) on a real control plane.
 
 - ``helm lint --strict`` and ``helm template`` with the default values and with others;
-  the generated ``tenancy_config.py`` loads and says what the values say;
+  the generated ``tenancy_config.py`` loads and says what the values say; the optional
+  objects (PodDisruptionBudget, Grafana dashboard) only when asked for;
+- values.schema.json, the only validation of the values: bad values (a wrong type, an
+  unknown key, a negative number ...) are refused by ``helm template`` and ``helm lint
+  --strict`` with the key named (tests/test_chart_schema.py checks the schema itself);
 - every rendered object applied to the API server (the CRD first), the Deployment's pod
-  scheduled and Running (kwok);
+  scheduled and Running (kwok), covered by the PodDisruptionBudget;
 - the service wired exactly as in its pod (the Deployment's environment, the ConfigMap's
   config, the ServiceAccount's identity by impersonation, nothing else): it serves its
   health endpoint, reads nodes and the ElasticQuotaTree, provisions a tenant, watches
@@ -21,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
+import json
 import os
 import subprocess
 import sys
@@ -39,6 +44,7 @@ from traitlets.config import PyFileConfigLoader
 
 from hub_ext.backends.kubernetes.api import Api, Kind
 from hub_ext.backends.kubernetes.backend import JOB_NAME_LABEL, KubernetesBackend
+from hub_ext.backends.kubernetes.checks import needed_permissions
 from hub_ext.backends.kubernetes.objects import Marker
 from hub_ext.quota.tree import parse_tree
 from hub_ext.service.controller import Identity
@@ -58,7 +64,7 @@ CRD_NAME = "elasticquotatrees.scheduling.sigs.k8s.io"
 
 #: The chart's ClusterRole with provisioning on: (apiGroup, resource, verbs), exactly.
 BACKEND_RULES = {
-    ("", "nodes"): {"list"},
+    ("", "nodes"): {"list", "watch"},
     ("", "pods"): {"get", "list", "watch", "create", "delete"},
     ("", "pods/eviction"): {"create"},
     ("", "pods/log"): {"get"},
@@ -75,8 +81,9 @@ PROVISIONER_RULES = {
     ("rbac.authorization.k8s.io", "rolebindings"): CRUD,
     ("scheduling.k8s.io", "priorityclasses"): CRUD,
 }
-#: ... and with provisioning off: the scheduler only reads quotas and limits.
-READ_LIMITS = {("", "resourcequotas"): {"list"}, ("", "limitranges"): {"list"}}
+#: ... and with provisioning off: the scheduler only reads quotas, limits and PriorityClasses.
+READ_LIMITS = {("", "resourcequotas"): {"list"}, ("", "limitranges"): {"list"},
+               ("scheduling.k8s.io", "priorityclasses"): {"list"}}
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +130,15 @@ def rules_of(cluster_role) -> dict:
     return out
 
 
+def not_granted(cluster_role, config) -> list:
+    """What the backend, configured as ``config`` says, asks of the API server at start
+    (checks.needed_permissions) and the ClusterRole does not grant."""
+    traits = {t: getattr(KubernetesBackend, t).default_value for t in ("use_jobs", "sync_cluster_limits", "provision")}
+    backend = types.SimpleNamespace(**{**traits, **{t: v for t, v in config.KubernetesBackend.items() if t in traits}})
+    rules = rules_of(cluster_role)
+    return [need for need in needed_permissions(backend) if need[0] not in rules.get(need[1:3], ())]
+
+
 def env_of(deployment) -> dict:
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
@@ -156,6 +172,10 @@ NON_DEFAULT = {
     "extraConfig": "c.TenancyService.groups_refresh_seconds = 7.5\n",
     "networkPolicy": {"enabled": True, "fromNamespaces": ["monitoring"]},
     "persistence": {"enabled": True},  # unused: the database is PostgreSQL
+    "kubernetes": {"apiQps": 0, "apiBurst": 400, "createConcurrency": 64},
+    "pdb": {"enabled": True, "maxUnavailable": "50%"},  # wins over minAvailable
+    "grafanaDashboard": {"enabled": True, "labels": {"grafana_dashboard": None, "dashboards": "grafana"},  # null: away
+                         "annotations": {"grafana_folder": "JupyterHub"}},
 }
 
 
@@ -227,8 +247,12 @@ def test_template_defaults(helm, tmp_path):
     assert c.KubernetesBackend.provision is True and c.KubernetesBackend.use_jobs is True
     assert c.Provisioner.instance == "tenancy" and c.Provisioner.hub_service_account == "jhub/hub"
     assert c.Provisioner.shared_namespace == "production"
+    assert (c.KubernetesBackend.api_qps, c.KubernetesBackend.api_burst, c.KubernetesBackend.create_concurrency) == (50, 100, 16)
+    # the chart's defaults are the traits' own
+    assert tuple(getattr(KubernetesBackend, t).default_value for t in ("api_qps", "api_burst", "create_concurrency")) == (50, 100, 16)
     # the Provisioner's own defaults (the seed's quota, limits and PriorityClasses) stand
     assert not {"resource_quota", "limit_range", "priority_classes"} & set(c.Provisioner)
+    assert not_granted(one(objs, "ClusterRole"), c) == []
 
     # CRDs: only with --include-crds (helm install puts them first)
     crd = one(render(helm, tmp_path, crds=True), "CustomResourceDefinition", CRD_NAME)
@@ -276,6 +300,15 @@ def test_template_other_values(helm, tmp_path):
     assert c.KubernetesBackend.image == "registry.example.org/train:1" and c.KubernetesBackend.use_jobs is False
     assert c.KubernetesBackend.provision is False and c.KubernetesBackend.gone_timeout_seconds == 60
     assert c.Provisioner.viewer_role == "viewer" and "instance" not in c.Provisioner
+    assert not_granted(one(objs, "ClusterRole"), c) == []  # provisioning off
+    assert (c.KubernetesBackend.api_qps, c.KubernetesBackend.api_burst, c.KubernetesBackend.create_concurrency) == (0, 400, 64)
+
+    pdb = one(objs, "PodDisruptionBudget", "sched")
+    assert pdb["spec"] == {"maxUnavailable": "50%", "selector": deploy["spec"]["selector"]}
+    dashboard = one(objs, "ConfigMap", "sched-grafana-dashboard")
+    assert dashboard["metadata"]["labels"]["dashboards"] == "grafana" and "grafana_dashboard" not in dashboard["metadata"]["labels"]
+    assert dashboard["metadata"]["annotations"] == {"grafana_folder": "JupyterHub"}
+    assert json.loads(dashboard["data"]["jupyterhub-tenancy.json"]) == json.loads((CHART / "dashboards" / "tenancy.json").read_text())
 
     # the tree in the configuration instead; provisioning with explicit quota, limits and classes
     values = copy.deepcopy(NON_DEFAULT)
@@ -291,19 +324,52 @@ def test_template_other_values(helm, tmp_path):
     assert (c.Provisioner.instance, c.Provisioner.hub_service_account) == ("hub-1", "")
     assert (c.Provisioner.resource_quota, c.Provisioner.limit_range, c.Provisioner.priority_classes) == ({"pods": "5"}, [], [])
 
-    # mistakes are refused with a sentence
-    bad = render_error(helm, tmp_path, {"quotaTree": {"storage": "nowhere"}})
-    assert 'quotaTree.storage must be "config" or "object", not "nowhere"' in bad
-    bad = render_error(helm, tmp_path, {"config": {"KubernetesBackend": {"x = 1; import os; y": 1}}})
-    assert "class and trait names are Python identifiers" in bad
+
+def test_optional_objects(helm, tmp_path):
+    """The PodDisruptionBudget and the Grafana dashboard: off by default, z2jh's pdb values."""
+    objs = render(helm, tmp_path, {"pdb": {"enabled": True}, "grafanaDashboard": {"enabled": True}})
+    deploy = one(objs, "Deployment", "tenancy")
+    pdb = one(objs, "PodDisruptionBudget", "tenancy")
+    assert pdb["apiVersion"] == "policy/v1" and pdb["metadata"]["namespace"] == "jhub"
+    assert pdb["spec"] == {"minAvailable": 1, "selector": {"matchLabels": deploy["spec"]["selector"]["matchLabels"]}}
+    dashboard = one(objs, "ConfigMap", "tenancy-grafana-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1" and "annotations" not in dashboard["metadata"]
+    assert json.loads(dashboard["data"]["jupyterhub-tenancy.json"])["uid"] == "jupyterhub-tenancy"
+    # the service's own ConfigMap does not change with them: its pod is not replaced
+    assert (deploy["spec"]["template"]["metadata"]["annotations"] ==
+            one(render(helm, tmp_path), "Deployment", "tenancy")["spec"]["template"]["metadata"]["annotations"])
 
 
-def render_error(helm, tmp_path, values) -> str:
-    path = tmp_path / f"bad-{uuid.uuid4().hex[:6]}.yaml"
+#: Bad values and what helm says: the key, where it is, and what is wrong.
+BAD_VALUES = {
+    "wrong type": ({"service": {"port": "http"}}, "at '/service/port': got string, want integer"),
+    "unknown key": ({"replicas": 2}, "at '': additional properties 'replicas' not allowed"),
+    "a typo in a key": ({"training": {"useJob": False}}, "at '/training': additional properties 'useJob' not allowed"),
+    "negative": ({"kubernetes": {"createConcurrency": -1}}, "at '/kubernetes/createConcurrency': minimum: got -1, want 1"),
+    "negative pdb": ({"pdb": {"maxUnavailable": -1}}, "at '/pdb/maxUnavailable': minimum: got -1, want 0"),
+    "not a percentage": ({"pdb": {"minAvailable": "half"}}, "at '/pdb/minAvailable': 'half' does not match pattern"),
+    "not one of": ({"quotaTree": {"storage": "nowhere"}}, "at '/quotaTree/storage': value must be one of 'config', 'object'"),
+    "a trait that is not an identifier": ({"config": {"KubernetesBackend": {"x = 1; import os; y": 1}}},
+                                          "at '/config/KubernetesBackend': additional properties 'x = 1; import os; y' not allowed"),
+    "no ServiceAccount name": ({"serviceAccount": {"create": False}}, "at '/serviceAccount/name': minLength: got 0, want 1"),
+    "no Secret name": ({"database": {"urlSecret": {"key": "url"}}}, "at '/database/urlSecret': missing property 'name'"),
+    "a quantity as a number": ({"provision": {"resourceQuota": {"pods": 5}}},
+                               "at '/provision/resourceQuota/pods': got number, want string"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_VALUES)
+def test_bad_values_are_refused_naming_the_key(helm, tmp_path, case):
+    values, says = BAD_VALUES[case]
+    path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(values))
     out = run_helm(helm, "template", "x", str(CHART), "-f", str(path), ok=False)
-    assert out.returncode != 0
-    return out.stderr
+    assert out.returncode != 0 and "values don't meet the specifications of the schema" in out.stderr, out.stderr
+    assert says in out.stderr, out.stderr
+    if case == "negative":  # helm lint --strict refuses them too
+        out = run_helm(helm, "lint", "--strict", str(CHART), "-f", str(path), ok=False)
+        assert out.returncode != 0 and "1 chart(s) failed" in out.stderr + out.stdout, out.stdout
+        assert says in out.stdout, out.stdout
 
 
 # -- on the cluster ------------------------------------------------------------------------
@@ -366,7 +432,11 @@ def release(control_plane, api, helm, seed_classes, tmp_path):
         "provision": {"instance": r.instance, "sharedNamespace": r.shared,
                       "priorityClasses": [{"name": f"helm-{suffix}", "value": 1234, "description": "helm test"}]},
         "training": {"resyncSeconds": 0.5},
+        "kubernetes": {"apiQps": 200, "apiBurst": 300, "createConcurrency": 4},
         "config": {"KubernetesBackend": {"poll_seconds": 0.3}},
+        # with one replica a PDB would block drains: here only to see it applied and matching the pod
+        "pdb": {"enabled": True},
+        "grafanaDashboard": {"enabled": True},
     }
     r.objects = render(helm, tmp_path, r.values, release=r.name, namespace=r.namespace, crds=True)
     core, ext = client.CoreV1Api(api), client.ApiextensionsV1Api(api)
@@ -458,6 +528,10 @@ def test_chart_applies_and_its_rbac_is_exactly_enough(control_plane, api, helm, 
     assert core.read_namespaced_persistent_volume_claim("tenancy-db", r.namespace).status.phase == "Bound"
     wait_for(lambda: client.AppsV1Api(api).read_namespaced_deployment(r.name, r.namespace).status.ready_replicas == 1,
              what="the Deployment ready")
+    # the PodDisruptionBudget covers exactly that pod (the disruption controller's count)
+    wait_for(lambda: (lambda st: st and (st.expected_pods, st.current_healthy) == (1, 1))(
+        client.PolicyV1Api(api).read_namespaced_pod_disruption_budget(r.name, r.namespace).status),
+        what="the PodDisruptionBudget counting the service's pod")
 
     # -- the service's identity: the ServiceAccount, as the API server sees it
     sa_user = f"system:serviceaccount:{r.namespace}:{r.name}"
@@ -478,7 +552,7 @@ def test_chart_applies_and_its_rbac_is_exactly_enough(control_plane, api, helm, 
             value = base64.b64decode(secret["data"][ref["key"]]).decode()
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("TENANCY_DB_URL", f"sqlite:///{tmp_path}/tenancy.sqlite")  # the volume, here
-    config = load_config(one(r.objects, "ConfigMap"), tmp_path)
+    config = load_config(one(r.objects, "ConfigMap", r.name), tmp_path)
     # in the pod, KubernetesBackend reads the ServiceAccount's in-cluster credentials
     monkeypatch.setattr(KubernetesBackend, "_default_client", lambda self: sa)
 
@@ -493,6 +567,7 @@ def test_chart_applies_and_its_rbac_is_exactly_enough(control_plane, api, helm, 
         app, controller = service.make_app()  # reads nodes and the cluster's ElasticQuotaTree
         backend = controller.backend
         assert isinstance(backend, KubernetesBackend) and backend.api.api_client is sa
+        assert (backend.api_qps, backend.api_burst, backend.create_concurrency) == (200, 300, 4)  # values: kubernetes
         assert [n.name for n in backend.nodes()] == [r.node]  # node_label_selector from the values
         tree_meta = controller.tree_manifest["metadata"]  # the chart's ElasticQuotaTree object, read by the SA
         assert (tree_meta["namespace"], tree_meta["name"]) == (r.namespace, "elasticquotatree")

@@ -13,6 +13,8 @@ timeout) raises ``KubernetesError``, whose ``str`` is one line.
 from __future__ import annotations
 
 import json
+import threading
+import time
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -82,6 +84,7 @@ class Kind:
 NAMESPACE = Kind("Namespace", "v1", "namespaces", False)
 PRIORITY_CLASS = Kind("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses", False)
 ROLE = Kind("Role", "rbac.authorization.k8s.io/v1", "roles", True)
+NODE = Kind("Node", "v1", "nodes", False)
 ROLE_BINDING = Kind("RoleBinding", "rbac.authorization.k8s.io/v1", "rolebindings", True)
 LIMIT_RANGE = Kind("LimitRange", "v1", "limitranges", True)
 RESOURCE_QUOTA = Kind("ResourceQuota", "v1", "resourcequotas", True)
@@ -93,15 +96,47 @@ POD = Kind("Pod", "v1", "pods", True)
 KINDS = (NAMESPACE, PRIORITY_CLASS, ROLE, ROLE_BINDING, LIMIT_RANGE, RESOURCE_QUOTA)
 
 
+class RateLimiter:
+    """Client-side throttling of API requests, as client-go's QPS and Burst: a token bucket that
+    holds ``burst`` tokens and refills ``qps`` per second; ``take()`` blocks until one is free.
+    ``qps`` 0 turns it off. Thread-safe (requests come from worker threads)."""
+
+    def __init__(self, qps: float, burst: int):
+        self.qps, self.burst = float(qps), max(1, int(burst))
+        self._tokens, self._at = float(self.burst), time.monotonic()
+        self._lock = threading.Lock()
+
+    def take(self) -> None:
+        if self.qps <= 0:
+            return
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                self._tokens = min(self.burst, self._tokens + (now - self._at) * self.qps)
+                self._at = now
+                if self._tokens >= 1:
+                    self._tokens -= 1
+                    return
+                wait = (1 - self._tokens) / self.qps
+            time.sleep(wait)
+
+
 class Api:
     """Create, read, replace, delete and list by label, raising ``KubernetesError`` only."""
 
-    def __init__(self, api_client, timeout: float | None = None):
+    def __init__(self, api_client, timeout: float | None = None, limiter: RateLimiter | None = None):
         self.api_client = api_client
         self.timeout = timeout or None
+        self.limiter = limiter
+
+    def with_timeout(self, timeout: float) -> "Api":
+        """The same client with another request timeout and no throttling (health probes)."""
+        return Api(self.api_client, timeout)
 
     def request(self, method: str, path: str, *, query=None, body=None):
         """One request; the decoded JSON answer (``{}`` when empty)."""
+        if self.limiter is not None:
+            self.limiter.take()
         headers = {"Accept": "application/json", "Content-Type": "application/json"}
         query = [(k, v) for k, v in (query or {}).items() if v is not None]
         try:
@@ -156,6 +191,69 @@ class Api:
         """Objects of every namespace (or of one), filtered by labels."""
         return self.request("GET", kind.path(namespace), query={"labelSelector": label_selector,
                                                                  "limit": limit}).get("items") or []
+
+    def watch(self, kind: Kind, *, label_selector: str | None = None, resource_version: str | None = None,
+              timeout_seconds: int = 300, stop=None, on_response=None):
+        """Follow changes of ``kind`` in every namespace from ``resource_version``: yields
+        ``(type, object)`` with type ``ADDED``, ``MODIFIED``, ``DELETED`` or ``BOOKMARK``, as plain
+        dicts (no model round trip). Ends when the server ends the watch (after about
+        ``timeout_seconds``); an ``ERROR`` event (410 Gone: the version is too old) raises
+        ``KubernetesError`` with its status. ``stop()``, when given, is checked between events;
+        ``on_response(response)`` is handed the open urllib3 response (to shut it from another thread)."""
+        if self.limiter is not None:
+            self.limiter.take()
+        query = [("watch", "true"), ("allowWatchBookmarks", "true"), ("timeoutSeconds", int(timeout_seconds))]
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if resource_version:
+            query.append(("resourceVersion", resource_version))
+        try:
+            request = self.api_client.param_serialize(method="GET", resource_path=kind.path(), query_params=query,
+                                                      header_params={"Accept": "application/json"},
+                                                      auth_settings=["BearerToken"])
+            # connect timeout as usual; reads may wait the whole watch (plus a margin) between events
+            resp = self.api_client.call_api(*request, _request_timeout=(self.timeout or 30, timeout_seconds + 30))
+        except Exception as exc:  # noqa: BLE001 - every failure becomes one line
+            raise describe(exc) from None
+        if not 200 <= resp.status <= 299:
+            raise _status_error(resp.status, resp.reason, resp.read())
+        raw = resp.response
+        if on_response is not None:
+            on_response(raw)
+        try:
+            buffer = b""
+            for chunk in raw.stream(amt=None, decode_content=False):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        obj = event.get("object") or {}
+                        raise KubernetesError(f"watch of {kind.plural}: {obj.get('message') or obj}", obj.get("code"))
+                    yield event.get("type"), event.get("object") or {}
+                    if stop is not None and stop():
+                        return
+        except KubernetesError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a dropped connection, a read timeout
+            raise describe(exc) from None
+        finally:
+            raw.release_conn()
+
+    def list_with_version(self, kind: Kind, label_selector: str | None = None) -> tuple[list[dict], str | None]:
+        """Every object of ``kind`` (all namespaces), read in pages of 500, and the list's resourceVersion."""
+        items, token, version = [], None, None
+        while True:
+            page = self.request("GET", kind.path(), query={"labelSelector": label_selector, "limit": 500,
+                                                           "continue": token})
+            items += page.get("items") or []
+            meta = page.get("metadata") or {}
+            version = meta.get("resourceVersion") or version
+            token = meta.get("continue")
+            if not token:
+                return items, version
 
     # ------------------------------------------------------------------ discovery
     def served_versions(self) -> dict[str, list[str]]:

@@ -1,29 +1,43 @@
 """The Kubernetes backend: the engine decides, the cluster runs.
 
-Capacity is the cluster's Nodes. An admitted training pod becomes a batch/v1
-Job of one pod (parallelism 1, backoffLimit 0) named after the engine's pod,
-with the workload's PriorityClass, resources and command; where the server
-does not serve Jobs, a bare Pod. The default kube-scheduler places it (no
-``nodeName`` is set). A watcher polls it until it completed, failed or was
-deleted and reports the exit to the controller. Victims are evicted through the
-Eviction API (``policy/v1``; a plain delete with the grace period where the
-server does not serve it) and reported done once the pod is gone.
+Capacity is the cluster's Nodes, followed by a watch: a node that joins adds
+its room, one that is cordoned, not Ready or resized changes it at once, one
+that is deleted takes its pods with it (they are queued again in their place,
+not failed). An admitted training pod becomes a batch/v1 Job of one pod
+(parallelism 1, backoffLimit 0) named after the engine's pod, with the
+workload's PriorityClass, resources and command; where the server does not
+serve Jobs, a bare Pod. Creates go through a bounded pool of concurrent calls,
+and every call through a client-side rate limit (``api_qps``/``api_burst``).
+The default kube-scheduler places it (no ``nodeName`` is set).
+
+Our pods are followed by one watch (``follow``), not a poller per Job: the
+cluster's word decides what a pod is (Running, waiting for kube-scheduler with
+its message, ended with its exit code at once, lost with its node, stuck
+terminating). Victims are evicted through the Eviction API (``policy/v1``; a
+plain delete with the grace period where the server does not serve it) and
+reported done once the pod is gone.
 
 Notebook pods are created by the spawner; this backend only evicts them (it
 deletes the pod labelled for the workload).
 
-Pods without our workload label count as usage (``watch.PodWatch``); the
-namespaces' ResourceQuotas and LimitRanges are copied into the engine; tenants
-are provisioned from hub groups when ``provision`` is on.
+Pods without our workload label count as usage (``watch``); the namespaces'
+ResourceQuotas and LimitRanges are copied into the engine; tenants are
+provisioned from hub groups when ``provision`` is on. ``checks`` says at start
+(and until fixed) what on the cluster would make admissions fail; ``informer``
+says whether the API server answers at all. Either stops admissions while it
+lasts, with one log line, not one per call.
 
-Every API call is made with the synchronous client in a worker thread
-(``asyncio.to_thread``), so that the controller's loop never blocks.
+API calls are made with the synchronous client in worker threads of the
+backend's own pool, so the controller's loop never blocks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 from traitlets import Bool, Dict, Float, Int, List, TraitError, Unicode
 from traitlets.config import LoggingConfigurable
@@ -32,22 +46,25 @@ from ...quota.errors import ValidationError
 from ...quota.nodes import parse_node
 from ...scheduler.model import LIMIT_RANGE, RESOURCE_QUOTA, Reason
 from .. import Backend
-from .api import POD, Api, Kind, KubernetesError
+from .api import NODE, POD, Api, Kind, KubernetesError, RateLimiter
+from .checks import check_priority_classes, check_quota_tree, check_rbac, needed_permissions
+from .follow import JOB_NAME_LABEL, JOB_UID_LABEL, Followed, exit_code as _exit_code, judge, key_of
+from .informer import ApiMonitor, Informer, outage_error
 from .provision import Provisioner
 from .quotatree import read_quota_tree
-from .watch import PodWatch, apply_limits, holds_room, pod_spec_of, read_limits
+from .watch import apply_limits, holds_room, pod_spec_of, read_limits
 
 JOB = Kind("Job", "batch/v1", "jobs", True)
-# The Job controller's labels on its pods; these (unprefixed) names are set by every version
-# (the batch.kubernetes.io/ ones only since 1.27).
-JOB_NAME_LABEL = "job-name"
-JOB_UID_LABEL = "controller-uid"
 
 WORKLOAD_LABEL = "tenancy.jupyter.org/workload"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "jupyterhub-tenancy"
+#: the pods this backend made (training pods: of our Jobs, or bare)
+OURS = f"{MANAGED_BY_LABEL}={MANAGED_BY},{WORKLOAD_LABEL}"
 #: exit code reported for a pod deleted under us (as if killed by SIGKILL)
 KILLED = 137
+#: how often a failing start-up check is tried again
+RECHECK_SECONDS = 5.0
 
 
 class KubernetesBackend(LoggingConfigurable, Backend):
@@ -60,7 +77,11 @@ class KubernetesBackend(LoggingConfigurable, Backend):
     ).tag(config=True)
 
     poll_seconds = Float(
-        0.5, help="How often a running pod's phase is read from the API server.",
+        0.5,
+        help="""
+        How often a pod whose end is awaited (an eviction, a stop) is read again when the watch
+        cannot say (notebook pods), and the pace of retried creates.
+        """,
     ).tag(config=True)
 
     stop_grace_seconds = Int(
@@ -72,6 +93,18 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         help="""
         How long an eviction waits, beyond the grace period, for the pod to disappear
         before it is deleted with a zero grace period (and then reported done anyway).
+        """,
+    ).tag(config=True)
+
+    terminating_timeout_seconds = Float(
+        60.0,
+        help="""
+        A training pod deleted under us (not by an eviction or a cancel of ours) that is still
+        terminating this long after its grace period ended (its node's kubelet is gone, say) is
+        reported stuck, deleted with a zero grace period, and its work is queued again: it no
+        longer holds its workload Running.
+
+        .. versionadded:: 0.3
         """,
     ).tag(config=True)
 
@@ -107,6 +140,50 @@ class KubernetesBackend(LoggingConfigurable, Backend):
 
     request_timeout = Float(30.0, help="Timeout in seconds of each API request (0: none).").tag(config=True)
 
+    api_qps = Float(
+        50.0,
+        help="""
+        Requests per second this service sends the API server at most, on average (client-go's
+        ``QPS``; watches count once when they start). 0: no limit. Raise it with
+        ``api_burst`` for large queues; the kube-controller-manager's own ``--kube-api-qps``
+        limits how fast the Job controller makes their pods (see the README).
+
+        .. versionadded:: 0.3
+        """,
+    ).tag(config=True)
+
+    api_burst = Int(
+        100, help="Requests this service may send at once above ``api_qps`` (client-go's ``Burst``).",
+    ).tag(config=True)
+
+    create_concurrency = Int(
+        16,
+        help="""
+        Creates of training Jobs (or Pods) in flight at once: admitted pods are created by this
+        many workers, the rest wait their turn (a bounded pool, never one thread per pod).
+
+        .. versionadded:: 0.3
+        """,
+    ).tag(config=True)
+
+    health_check_seconds = Float(
+        5.0,
+        help="""
+        How often the API server is probed with a read that needs etcd; one that does not answer
+        within ``health_timeout_seconds`` pauses admissions and shows on ``/api/v1/health``.
+        """,
+    ).tag(config=True)
+
+    health_timeout_seconds = Float(3.0, help="How long a health probe of the API server may take.").tag(config=True)
+
+    checks_seconds = Float(
+        60.0,
+        help="""
+        How often the start-up checks (RBAC by SelfSubjectAccessReview, PriorityClasses, the
+        quota tree) run again once they pass; while one fails, every 5 seconds.
+        """,
+    ).tag(config=True)
+
     use_jobs = Bool(
         True,
         help="""
@@ -133,14 +210,14 @@ class KubernetesBackend(LoggingConfigurable, Backend):
     ).tag(config=True)
 
     resync_seconds = Float(
-        30.0, help="How often ResourceQuotas, LimitRanges and Nodes are read again.",
+        30.0, help="How often ResourceQuotas and LimitRanges are read again.",
     ).tag(config=True)
 
     relist_seconds = Float(
         300.0,
         help="""
-        Pods we did not create are watched; the watch is started again from a fresh list
-        this often (or when the server ends it), in case an event was missed.
+        Pods and Nodes are watched; each watch is started again from a fresh list this often
+        (or when the server ends it), in case an event was missed.
         """,
     ).tag(config=True)
 
@@ -150,6 +227,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         ``namespace/name`` of the cluster's ``ElasticQuotaTree`` (``namespace/`` for the only
         one there), used when the service has no tree of its own (``TenancyService.tree_file``
         or ``tree``, or one saved by an admin). Empty: never read the tree from the cluster.
+        With a name, the start-up checks require the CRD and the object.
         """,
     ).tag(config=True)
 
@@ -187,16 +265,34 @@ class KubernetesBackend(LoggingConfigurable, Backend):
     def __init__(self, api_client=None, hub=None, **kwargs):
         super().__init__(**kwargs)
         self.hub = hub
-        self.api = Api(api_client if api_client is not None else self._default_client(), self.request_timeout)
+        self._controller = None
+        client = api_client if api_client is not None else self._default_client()
+        self.api = Api(client, self.request_timeout, RateLimiter(self.api_qps, self.api_burst))
+        self._executor = ThreadPoolExecutor(max_workers=max(4, self.create_concurrency + 4),
+                                            thread_name_prefix="tenancy-k8s")
+        self._create_slots: asyncio.Semaphore | None = None
+        self.monitor = ApiMonitor(self.api, log=self.log, interval=self.health_check_seconds,
+                                  timeout=self.health_timeout_seconds)
         self._policy_v1: bool | None = None
         self._jobs: bool | None = None
         # engine uid -> the object (Job or Pod) we made for it: its Kubernetes uid and kind
         self._k8s_uids: dict[int, str] = {}
         self._kinds: dict[int, Kind] = {}
         self._creating: dict[int, asyncio.Event] = {}  # set once start() made (or gave up making) it
-        self._evicting: set[int] = set()  # evict() reports these; their watchers stay quiet
+        self._evicting: set[int] = set()  # evict() reports these; their followers stay quiet
+        self._followed: dict[int, Followed] = {}  # engine uid -> what we follow of it
+        self._follows: dict[tuple[str, str], Followed] = {}  # (namespace, object name) -> the same
+        self._forgotten: dict[tuple[str, str], str] = {}  # objects of lost pods being deleted: never adopted
+        self._our_pods: dict[tuple[str, str], dict] = {}  # (namespace, pod name) -> our pod as last seen
+        self._gone_waiters: dict[tuple[str, str], asyncio.Event] = {}
+        self._ours: Informer | None = None
+        self._ours_listed: asyncio.Event | None = None
+        self._node_watch: Informer | None = None
+        self._node_objs: dict[str, dict] = {}
         self._tenants = None  # the tenants last handed to tenants_changed (None: not known yet)
         self._tenant_key = None
+        self._tree_unread = False  # the cluster's tree could not be read at start (the API server down)
+        self._nodes_error: KubernetesError | None = None
         self._provisioner: Provisioner | None = None
         if self.provision:  # built now: a bad c.Provisioner.* option stops the start, in one line
             try:
@@ -204,11 +300,27 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             except TraitError as err:
                 raise ValidationError(f"Provisioner: {' '.join(str(err).split())}") from None
         self._provision_lock = asyncio.Lock()
-        self._pod_watch: PodWatch | None = None
+        self._pod_watch: Informer | None = None
         self._limits_applied: dict = {}
         self.synced = asyncio.Event()  # the first read of foreign pods and of quotas and limits is in
         self._listed = self._limits_read = False
         self.provisioned = None  # the last ProvisionResult
+        self.checked = asyncio.Event()  # the start-up checks ran once
+
+    @property
+    def controller(self):
+        return self._controller
+
+    @controller.setter
+    def controller(self, controller) -> None:
+        self._controller = controller
+        health = getattr(controller, "health", None)
+        self.monitor.attach(health)
+        if health is not None and self._tree_unread:
+            health.set("quota-tree", "the cluster's ElasticQuotaTree is not read yet (the API server did not "
+                                     "answer at start); nothing is admitted until it is")
+        if health is not None and self._nodes_error is not None and not outage_error(self._nodes_error):
+            health.set("nodes", f"cannot read the cluster's Nodes: {self._nodes_error}")
 
     def _default_client(self):
         from kubernetes import client, config
@@ -223,14 +335,31 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         except (config.ConfigException, OSError, TypeError, ValueError) as err:
             where = self.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
             raise ValidationError(f"KubernetesBackend: no cluster credentials ({where}): {' '.join(str(err).split())}") from None
+        configuration.retries = 0  # retried by us, with backoff and one line per outage (not urllib3's per call)
+        # room for every create in flight, the watches and the probes
+        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0,
+                                                    self.create_concurrency + 8)
         return client.ApiClient(configuration)
 
     def quota_tree(self):
-        """(tree, manifest) of the cluster's ElasticQuotaTree, or (None, None) when it has none."""
+        """(tree, manifest) of the cluster's ElasticQuotaTree, or (None, None) when it has none (or it
+        cannot be read yet: the API server does not answer; it is read once it does)."""
         if not self.quota_tree_object:
             return None, None
         namespace, _, name = self.quota_tree_object.partition("/")
-        return read_quota_tree(self.api.api_client, namespace=namespace or "kube-system", name=name or None)
+        try:
+            return read_quota_tree(self.api.api_client, namespace=namespace or "kube-system", name=name or None)
+        except KubernetesError as err:
+            if not outage_error(err):
+                raise
+            self.monitor.failed(err, "reading the ElasticQuotaTree")
+            self._tree_unread = True
+            return None, None
+
+    async def wait_ready(self) -> None:
+        """Until the API server answers (the service starts while it is down, and waits: /health says
+        so), probing with backoff; one line when it goes, one when it comes back."""
+        await self.monitor.wait_up()
 
     # -- what the service tells us ------------------------------------------------------
     def tenants_changed(self, tenants) -> None:
@@ -264,14 +393,23 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         return self.provisioned
 
     async def run(self) -> None:
-        """Background work while serving: watch foreign pods, copy quotas and limits, provision."""
+        """Background work while serving: probe the API server, run the start-up checks, watch nodes
+        and foreign pods, copy quotas and limits, provision."""
+        loop = asyncio.get_running_loop()
+        self.monitor.loop = loop
+        health = getattr(self.controller, "health", None)
+        if health is not None:  # nothing is admitted before the checks ran once
+            health.set("startup-checks", "the start-up checks of the cluster have not run yet", log=False)
+        tasks = [asyncio.ensure_future(self.monitor.run()), asyncio.ensure_future(self._run_checks())]
+        self._ensure_nodes_watched()
+        self._ensure_following()
         if self.count_foreign_pods:
-            self._pod_watch = PodWatch(self.api, f"!{WORKLOAD_LABEL}", asyncio.get_running_loop(), self._foreign_event,
-                                   timeout_seconds=self.relist_seconds,
-                                   log=self.log).start()
+            self._pod_watch = Informer(self.api, POD, f"!{WORKLOAD_LABEL}", loop, self._foreign_event,
+                                       timeout_seconds=self.relist_seconds, monitor=self.monitor, log=self.log,
+                                       name="other pods").start()
         else:
             self._listed = True
-        last_provision = asyncio.get_running_loop().time()
+        last_provision = loop.time()
         try:
             while True:
                 if self.sync_cluster_limits:
@@ -280,29 +418,219 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                         self._limits_applied = apply_limits(found, self.controller, self._limits_applied, self.log)
                         self._limits_read = True
                     except KubernetesError as err:
-                        self.log.warning("reading ResourceQuotas and LimitRanges: %s", err)
+                        if not outage_error(err):
+                            self.log.warning("reading ResourceQuotas and LimitRanges: %s", err)
                 else:
                     self._limits_read = True
                 self._check_synced()
-                await self._add_new_nodes()
-                now = asyncio.get_running_loop().time()
+                now = loop.time()
                 if self.provision and now - last_provision >= self.provision_interval_seconds:
                     last_provision = now
                     try:
                         await self.provision_now()
                     except Exception:  # noqa: BLE001 - drift repair is retried next time
                         self.log.exception("tenancy provisioning failed")
-                await asyncio.sleep(self.resync_seconds)
+                await asyncio.sleep(self.resync_seconds if self._limits_read else 1.0)
         finally:
-            if self._pod_watch is not None:
-                self._pod_watch.stop()
+            for task in tasks:
+                task.cancel()
+            for watch in self._watches():
+                watch.stop()
+
+    def _watches(self) -> list[Informer]:
+        return [w for w in (self._pod_watch, self._node_watch, self._ours) if w is not None]
+
+    def _kick_watches(self) -> None:
+        for watch in self._watches():
+            watch.kick()
+
+    def close(self) -> None:
+        """The service is ending: stop the watches (their threads end at once) and the worker pool."""
+        for watch in self._watches():
+            watch.stop()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # -- start-up checks ---------------------------------------------------------------
+    async def _run_checks(self) -> None:
+        while True:
+            ok = await self.check_now()
+            if not self.checked.is_set() and self.monitor.up:
+                self.checked.set()
+                self.controller.health.set("startup-checks", None, log=False)
+            await asyncio.sleep(self.checks_seconds if ok else RECHECK_SECONDS)
+
+    async def check_now(self) -> bool:
+        """Run the start-up checks once; True when every one passes (each one's problem is on the
+        controller's health, as one line)."""
+        health = getattr(self.controller, "health", None)
+        if health is None:
+            return True
+        ok = True
+
+        async def one(name: str, fn, *args):
+            nonlocal ok
+            try:
+                problem = await self._call(fn, *args)
+            except KubernetesError as err:
+                if outage_error(err):
+                    ok = False
+                    return None  # the API server is down: the monitor says so, the check waits
+                problem = f"cannot check: {err}"
+            except ValidationError as err:
+                problem = str(err)
+            health.set(name, problem)
+            ok = ok and problem is None
+            return problem
+
+        denied = "rbac" in health.problems
+        if await one("rbac", check_rbac, self.api, needed_permissions(self)) is None and denied and ok:
+            self._kick_watches()  # refused until now: list again at once, not after their backoff
+        classes = dict(self.controller.engine.classes.by_name)
+        result = await one("priority-classes", lambda: self._priority_problem(classes))
+        del result
+        await one("quota-tree", self._quota_tree_problem)
+        return ok
+
+    def _priority_problem(self, classes) -> str | None:
+        problem, warning = check_priority_classes(self.api, classes, self.provision)
+        health = self.controller.health
+        self.controller_call(health.set, "priority-class-values", warning, blocking=False)
+        return problem
+
+    def controller_call(self, fn, *args, **kwargs) -> None:
+        """Run ``fn`` on the event loop (from a worker thread)."""
+        loop = self.monitor.loop
+        if loop is None:
+            fn(*args, **kwargs)
+        else:
+            loop.call_soon_threadsafe(functools.partial(fn, *args, **kwargs))
+
+    def _quota_tree_problem(self) -> str | None:
+        if self._tree_unread:
+            tree, manifest = self.quota_tree()
+            if self._tree_unread and not self.monitor.up:
+                return "the cluster's ElasticQuotaTree is not read yet (the API server does not answer)"
+            self._tree_unread = False
+            if tree is not None:
+                self.controller_call(self._set_tree, tree, manifest)
+        return check_quota_tree(self)
+
+    def _set_tree(self, tree, manifest) -> None:
+        controller = self.controller
+        if controller.base_tree is None and not controller.store.setting("tree"):
+            controller.tree_manifest = manifest
+            controller.set_tree(tree)
+            self.log.info("read the quota tree %s from the cluster", self.quota_tree_object)
+
+    # -- nodes -----------------------------------------------------------------------------
+    def nodes(self):
+        """The Ready, schedulable Nodes matching ``node_label_selector`` now (empty when the API server
+        does not answer: the node watch adds them once it does)."""
+        query = {"labelSelector": self.node_label_selector or None}
+        try:
+            items = self.api.request("GET", NODE.path(), query=query).get("items") or []
+        except KubernetesError as err:
+            self._nodes_error = err
+            if outage_error(err):
+                self.monitor.failed(err, "reading nodes")
+            return []
+        self._nodes_error = None
+        out = []
+        for node in items:
+            self._node_objs[node["metadata"]["name"]] = node
+            spec = self._node_spec(node)
+            if spec is not None and self._usable(node):
+                out.append(spec)
+        return out
+
+    def _node_spec(self, node: dict):
+        meta, status = node.get("metadata") or {}, node.get("status") or {}
+        allocatable = {k: v for k, v in (status.get("allocatable") or status.get("capacity") or {}).items()
+                       if k != "pods" and not k.startswith("hugepages-")}
+        try:
+            return parse_node({"name": meta["name"], "allocatable": allocatable, "labels": meta.get("labels") or {}},
+                              f"Node {meta.get('name')}")
+        except ValidationError as err:
+            self.log.warning("not counting node %s: %s", meta.get("name"), err)
+            return None
+
+    def _usable(self, node: dict) -> bool:
+        """Ready, not cordoned, and no NoSchedule/NoExecute taint our pods do not tolerate."""
+        spec, status = node.get("spec") or {}, node.get("status") or {}
+        if spec.get("unschedulable"):
+            return False
+        ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+        if ready is None or ready.get("status") != "True":
+            return False
+        for taint in spec.get("taints") or []:
+            if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(
+                    _tolerates(t, taint) for t in self.tolerations):
+                return False
+        return True
+
+    def _ensure_nodes_watched(self) -> None:
+        if self._node_watch is None:
+            self._node_watch = Informer(self.api, NODE, self.node_label_selector or None, asyncio.get_running_loop(),
+                                        self._node_event, timeout_seconds=self.relist_seconds, monitor=self.monitor,
+                                        log=self.log, name="nodes").start()
+
+    def _node_event(self, kind: str, obj) -> None:
+        if kind == "LIST":
+            now = {n["metadata"]["name"]: n for n in obj}
+            for name in set(self._node_objs) - set(now):
+                self._node_gone(name)
+            self._node_objs = now
+            for node in obj:
+                self._node_seen(node)
+        elif kind == "DELETED":
+            name = obj["metadata"]["name"]
+            self._node_objs.pop(name, None)
+            self._node_gone(name)
+        else:
+            self._node_objs[obj["metadata"]["name"]] = obj
+            self._node_seen(obj)
+        self._report_nodes()
+
+    def _node_seen(self, obj: dict) -> None:
+        controller = self.controller
+        spec = self._node_spec(obj)
+        if spec is None:
+            return
+        usable = self._usable(obj)
+        known = controller.engine.cluster.nodes.get(spec.name)
+        if known is None:
+            if usable:
+                controller.add_nodes([spec])
+            return
+        alloc = dict(spec.allocatable)
+        alloc.pop("pods", None)
+        if known.allocatable != alloc or known.labels != spec.labels or known.schedulable != usable:
+            controller.node_changed(spec, usable)
+
+    def _node_gone(self, name: str) -> None:
+        if name in self.controller.engine.cluster.nodes:
+            self.controller.node_removed(name)
+
+    def _report_nodes(self) -> None:
+        health = getattr(self.controller, "health", None)
+        if health is None:
+            return
+        usable = sum(1 for n in self._node_objs.values() if self._usable(n))
+        if usable:
+            health.set("nodes", None)
+            return
+        which = f"match node_label_selector {self.node_label_selector!r}" if self.node_label_selector else "exist"
+        health.set("nodes", f"no Ready, schedulable Node {'matches' if self.node_label_selector else 'exists'}"
+                            f" ({len(self._node_objs)} {which}, none Ready, uncordoned and free of taints our "
+                            "pods do not tolerate): label nodes for KubernetesBackend.node_label_selector, or fix it")
 
     async def _recount(self, namespaces: list[str]) -> None:
         for namespace in namespaces:
             try:
                 pods = await self._call(self.api.list, POD, f"!{WORKLOAD_LABEL}", namespace)
             except KubernetesError as err:
-                self.log.warning("listing pods of %s: %s", namespace, err)
+                if not outage_error(err):
+                    self.log.warning("listing pods of %s: %s", namespace, err)
                 continue
             self._observe_all(pods)
 
@@ -315,15 +643,6 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                 seen.add(uid)
                 self._observe(uid, obj)
         return seen
-
-    async def _add_new_nodes(self) -> None:
-        """Nodes that joined (an autoscaler, an admin) add their capacity; others are kept as they are."""
-        try:
-            nodes = await self._call(self.nodes)
-        except (KubernetesError, ValidationError) as err:
-            self.log.warning("reading nodes: %s", err)
-            return
-        self.controller.add_nodes([n for n in nodes if n.name not in self.controller.engine.cluster.nodes])
 
     def _check_synced(self) -> None:
         if self._listed and self._limits_read:
@@ -367,26 +686,21 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             controller.forget_foreign(uid)  # resized in place: counted again with what it asks for now
         controller.observe_foreign(uid, namespace, meta.get("name"), spec, node)
 
-    # -- capacity -------------------------------------------------------------------
-    def nodes(self):
-        query = {"labelSelector": self.node_label_selector or None}
-        items = self.api.request("GET", "/api/v1/nodes", query=query).get("items") or []
-        out = []
-        for node in items:
-            if (node.get("spec") or {}).get("unschedulable"):
-                continue
-            meta, status = node.get("metadata") or {}, node.get("status") or {}
-            allocatable = {k: v for k, v in (status.get("allocatable") or status.get("capacity") or {}).items()
-                           if k != "pods" and not k.startswith("hugepages-")}
-            out.append(parse_node({"name": meta["name"], "allocatable": allocatable,
-                                   "labels": meta.get("labels") or {}}, f"Node {meta.get('name')}"))
-        if not out:
-            raise ValidationError("KubernetesBackend: the cluster has no (matching) schedulable Node")
-        return out
-
     # -- helpers ----------------------------------------------------------------------
     async def _call(self, fn, *args, **kwargs):
-        return await asyncio.to_thread(fn, *args, **kwargs)
+        """``fn(*args)`` in the backend's worker pool; an outage is counted by the monitor (which logs
+        it once) before the error is raised to the caller."""
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor,
+                                                                    functools.partial(fn, *args, **kwargs))
+        except KubernetesError as err:
+            self.monitor.failed(err)
+            raise
+
+    def _warn(self, message: str, *args, err: KubernetesError) -> None:
+        """Log a failed call, unless it is part of an outage (the monitor logs that, once)."""
+        if not outage_error(err):
+            self.log.warning(message, *args, err)
 
     async def _read(self, namespace: str, name: str) -> dict | None:
         return await self._call(self.api.read, POD, namespace, name)
@@ -431,26 +745,47 @@ class KubernetesBackend(LoggingConfigurable, Backend):
 
     # -- training pods ------------------------------------------------------------------
     async def _jobs_served(self, retry_seconds: float = 0.0) -> bool:
-        """Whether training pods are made as Jobs. A discovery error is retried for ``retry_seconds``,
-        then raised: never guessed (a wrong guess would make a Pod that stop and evict look for as a Job)."""
+        """Whether training pods are made as Jobs. A discovery error is retried for ``retry_seconds``
+        (for as long as the API server does not answer at all), then raised: never guessed (a wrong
+        guess would make a Pod that stop and evict look for as a Job)."""
         deadline = asyncio.get_running_loop().time() + retry_seconds
         while self._jobs is None:
             try:
                 self._jobs = self.use_jobs and "jobs" in await self._call(self.api.served_resources, "batch/v1")
             except KubernetesError as err:
+                if outage_error(err):
+                    await self._until_up()
+                    continue
                 if asyncio.get_running_loop().time() > deadline:
                     raise
                 self.log.warning("discovering batch/v1: %s; retrying", err)
                 await asyncio.sleep(self.poll_seconds * 4)
         return self._jobs
 
+    async def _until_up(self) -> None:
+        """Wait while the API server does not answer (the monitor probes it)."""
+        while not self.monitor.up:
+            if self.monitor.loop is None:  # not serving (no probe runs): probe here
+                await self._call(self.monitor.probe)
+            await asyncio.sleep(max(self.poll_seconds, 1.0))
+
+    def _slots(self) -> asyncio.Semaphore:
+        if self._create_slots is None:
+            self._create_slots = asyncio.Semaphore(max(1, self.create_concurrency))
+        return self._create_slots
+
     async def _create(self, kind: Kind, body: dict, row):
-        """Create our object, retrying what may pass a moment later; (object, None) or (None, Reason)."""
+        """Create our object, retrying what may pass a moment later; (object, None) or (None, Reason).
+
+        While the API server does not answer at all the create waits (it is not refused for that);
+        a throttle (429), a 5xx or a quota still counting a victim is retried for
+        ``create_retry_seconds``."""
         name, namespace = body["metadata"]["name"], row.namespace
         deadline = asyncio.get_running_loop().time() + self.create_retry_seconds
         while True:
             try:
-                return await self._call(self.api.create, kind, body), None
+                async with self._slots():
+                    return await self._call(self.api.create, kind, body), None
             except KubernetesError as err:
                 if err.status == 409 and asyncio.get_running_loop().time() <= deadline:
                     existing = await self._existing(kind, namespace, name, row)
@@ -458,9 +793,13 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                         return existing, None
                     await asyncio.sleep(self.poll_seconds)
                     continue  # a leftover of ours, finished or deleting, is gone now: create again
-                # No answer, throttled, the server failing, or the quota's usage not yet updated
-                # after a victim left (the engine checked the quota already): try again, for a while.
-                transient = err.status is None or err.status == 429 or err.status >= 500 or \
+                if err.status is None:
+                    await self._until_up()
+                    deadline = asyncio.get_running_loop().time() + self.create_retry_seconds
+                    continue
+                # Throttled, the server failing, or the quota's usage not yet updated after a victim
+                # left (the engine checked the quota already): try again, for a while.
+                transient = err.status == 429 or err.status >= 500 or \
                     (err.status == 403 and "exceeded quota" in str(err))
                 if not transient or asyncio.get_running_loop().time() > deadline:
                     self.log.error("could not create %s %s/%s: %s", kind.name, namespace, name, err)
@@ -469,21 +808,23 @@ class KubernetesBackend(LoggingConfigurable, Backend):
 
     async def _existing(self, kind: Kind, namespace: str, name: str, row) -> dict | None:
         """The object of that name if it is ours and still running (a retried start: adopt it);
-        otherwise, when it is ours but finished or deleting (a pod queued again after a restart),
-        delete it and wait until it is gone, and None. Someone else's: a refusal."""
+        otherwise, when it is ours but finished, deleting or left by a lost pod, delete it and wait
+        until it is gone, and None. Someone else's: a refusal."""
         obj = await self._call(self.api.read, kind, namespace, name)
         if obj is None:
             return None
         meta = obj["metadata"]
         if (meta.get("labels") or {}).get(WORKLOAD_LABEL) != row.id:
             raise KubernetesError(f"{kind.name} {namespace}/{name} exists and is not this workload's", 409)
-        if not _ended(kind, obj) and not meta.get("deletionTimestamp"):
+        lost = self._forgotten.get((namespace, name)) == meta.get("uid")
+        if not lost and not _ended(kind, obj) and not meta.get("deletionTimestamp"):
             return obj
         await self._delete(kind, namespace, name, 0, meta.get("uid"))
         deadline = asyncio.get_running_loop().time() + 30
         while asyncio.get_running_loop().time() < deadline:
             again = await self._call(self.api.read, kind, namespace, name)
             if again is None or again["metadata"].get("uid") != meta.get("uid"):
+                self._forgotten.pop((namespace, name), None)
                 return None
             await asyncio.sleep(self.poll_seconds)
         raise KubernetesError(f"{kind.name} {namespace}/{name}: an old one of ours is not gone after 30 s", 409)
@@ -491,24 +832,30 @@ class KubernetesBackend(LoggingConfigurable, Backend):
     async def start(self, row, pod, prow) -> None:
         if row.kind == "notebook":
             return  # the spawner creates the notebook pod
+        self._ensure_following()
         created = self._creating[pod.uid] = asyncio.Event()
+        f = None
         try:
             try:
                 kind = JOB if await self._jobs_served(self.create_retry_seconds) else POD
+                f = self._register(Followed(pod.uid, kind, row.namespace, pod.name))
                 body = self.job_manifest(row, pod) if kind is JOB else self.manifest(row, pod)
                 obj, refusal = await self._create(kind, body, row)
             except KubernetesError as err:
                 obj, refusal = None, _refusal(pod.name, err)
             if obj is not None:
                 self._k8s_uids[pod.uid], self._kinds[pod.uid] = obj["metadata"]["uid"], kind
+                f.k8s_uid = obj["metadata"]["uid"]
         finally:
             created.set()
             self._creating.pop(pod.uid, None)
         if obj is None:
+            if f is not None:
+                self._unregister(f)
             self.controller.pod_exited(pod.uid, 127, refusal)
             return
-        self.log.info("created %s %s/%s for workload %s", kind.name, row.namespace, pod.name, row.id)
-        await self._watch(pod.uid, kind, row.namespace, pod.name, obj["metadata"]["uid"])
+        self.log.debug("created %s %s/%s for workload %s", kind.name, row.namespace, pod.name, row.id)
+        await self._follow(f, asyncio.get_running_loop().time())
 
     async def _made(self, uid: int) -> None:
         """Wait until a start() in flight for ``uid`` has made its object (or given up)."""
@@ -521,66 +868,217 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         selector = f"{JOB_UID_LABEL}={job_uid}" if job_uid else f"{JOB_NAME_LABEL}={job}"
         return await self._call(self.api.list, POD, selector, namespace)
 
-    async def _status(self, kind: Kind, namespace: str, name: str, obj: dict, since: float | None):
-        """The exit code of our Job or Pod once it ended (None while it runs), or a Reason it never ran for.
+    # -- following our pods --------------------------------------------------------------
+    def _ensure_following(self) -> None:
+        """Start the watch of our pods (once; at the first start or recover, or when serving)."""
+        if self._ours is None:
+            loop = asyncio.get_running_loop()
+            if self.monitor.loop is None:
+                self.monitor.loop = loop
+            self._ours_listed = asyncio.Event()
+            self._ours = Informer(self.api, POD, OURS, loop, self._our_event, timeout_seconds=self.relist_seconds,
+                                  monitor=self.monitor, log=self.log, name="our pods").start()
 
-        ``since``: when we created it (None: do not look for creation failures)."""
-        if kind is POD:
-            return _exit_code(obj)
-        conditions = {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []
+    def _register(self, f: Followed) -> Followed:
+        old = self._followed.get(f.uid)
+        if old is not None:
+            self._unregister(old)
+        self._followed[f.uid] = f
+        self._follows[(f.namespace, f.name)] = f
+        for key, pod in self._our_pods.items():  # what the watch saw already
+            if key_of(pod) == (f.namespace, f.name):
+                f.pods[pod["metadata"]["uid"]] = pod
+        return f
+
+    def _unregister(self, f: Followed) -> None:
+        if self._followed.get(f.uid) is f:
+            del self._followed[f.uid]
+        if self._follows.get((f.namespace, f.name)) is f:
+            del self._follows[(f.namespace, f.name)]
+        f.changed.set()  # its loop wakes and ends
+
+    def _our_event(self, kind: str, obj) -> None:
+        if kind == "LIST":
+            now = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in obj}
+            for key in set(self._our_pods) - set(now):
+                self._wake_gone(key)
+            self._our_pods = now
+            by_object: dict = {}
+            for pod in obj:
+                by_object.setdefault(key_of(pod), {})[pod["metadata"]["uid"]] = pod
+            for key, f in self._follows.items():
+                fresh = by_object.get(key, {})
+                for puid, old in f.pods.items():
+                    if puid not in fresh and not old.get("_deleted"):  # deleted while we were not watching
+                        fresh[puid] = {**old, "_deleted": True}
+                f.pods = fresh
+                f.changed.set()
+            self._ours_listed.set()
+            return
+        meta = obj.get("metadata") or {}
+        key = (meta.get("namespace"), meta.get("name"))
+        if kind == "DELETED":
+            self._our_pods.pop(key, None)
+            self._wake_gone(key)
+            obj = {**obj, "_deleted": True}
+        else:
+            self._our_pods[key] = obj
+        f = self._follows.get(key_of(obj))
+        if f is not None:
+            f.pods[meta.get("uid")] = obj
+            f.changed.set()
+
+    def _wake_gone(self, key) -> None:
+        waiter = self._gone_waiters.pop(key, None)
+        if waiter is not None:
+            waiter.set()
+
+    def _observed(self, f: Followed, phase: str, node: str | None, message: str | None) -> None:
+        """Tell the controller what the cluster says of the pod (when that changed)."""
+        now = (phase, node, message)
+        if f.observed == now:
+            return
+        f.observed = now
+        observe = getattr(self.controller, "pod_observed", None)
+        if observe is not None:
+            observe(f.uid, phase, node, message)
+
+    def _live(self, f: Followed) -> bool:
+        """Whether ``f`` is still ours to report: not stopped, replaced or being evicted."""
+        return self._followed.get(f.uid) is f and f.uid not in self._evicting and \
+            self._k8s_uids.get(f.uid) == f.k8s_uid
+
+    async def _follow(self, f: Followed, since: float | None) -> None:
+        """Until the pod ended (its exit status, at once), was lost (queued again) or we stopped
+        following it (a stop, an eviction: those report themselves); the watch wakes us."""
+        loop = asyncio.get_running_loop()
+        outcome = None  # ("ended", code, reason) or ("lost", why)
+        while self._live(f):
+            if not self._ours_listed.is_set():
+                await _wait_event(self._ours_listed, 1.0)
+                continue
+            state, detail = _judge_safely(f)
+            timeout = None
+            if state == "ended":
+                outcome = ("ended", detail, None)
+                break
+            if state == "lost":
+                outcome = ("lost", detail)
+                break
+            if state == "running":
+                self._observed(f, "Running", detail, None)
+            elif state == "pending":
+                node, message = detail
+                self._observed(f, "Pending", node, message)
+            elif state == "terminating":
+                deadline = detail + self.terminating_timeout_seconds
+                pod = f.current()
+                if time.time() >= deadline:
+                    outcome = ("lost", await self._stuck(f, pod, detail))
+                    break
+                self._observed(f, "Terminating", (pod.get("spec") or {}).get("nodeName"),
+                               f"its pod {pod['metadata']['name']} is terminating (due to end by "
+                               f"{time.strftime('%H:%M:%S', time.localtime(detail))})")
+                timeout = deadline - time.time() + 0.5
+            else:  # no pod yet: the Job controller has not made it (or could not)
+                self._observed(f, "Pending", None, "waiting for the Job controller to create its pod")
+                waited = None if since is None else loop.time() - since
+                if waited is None or waited > self.create_failure_seconds:
+                    try:
+                        found = await self._why_no_pod(f, waited)
+                    except KubernetesError as err:
+                        self._warn("reading %s %s/%s: %s", f.kind.name, f.namespace, f.name, err=err)
+                        found = None
+                    if found is not None:
+                        outcome = found
+                        break
+                timeout = self.create_failure_seconds
+            f.changed.clear()
+            if self._live(f):
+                await _wait_event(f.changed, timeout)
+        if outcome is None or not self._live(f):
+            return  # stopped, replaced, or being evicted: someone else reports it
+        self._unregister(f)
+        self._k8s_uids.pop(f.uid, None)
+        self._kinds.pop(f.uid, None)
+        if outcome[0] == "ended":
+            code, reason = outcome[1], outcome[2]
+            self.controller.pod_exited(f.uid, code, reason)
+            return
+        lost = getattr(self.controller, "pod_lost", None)
+        if lost is None:
+            self.controller.pod_exited(f.uid, KILLED)
+        else:
+            lost(f.uid, outcome[1])
+
+    async def _why_no_pod(self, f: Followed, waited: float | None):
+        """A Job without a pod: ended (Complete, or refused by the API server: its FailedCreate events),
+        lost (deleted, or failed with its pod gone before we saw it), or None (still waiting)."""
+        obj = await self._call(self.api.read, f.kind, f.namespace, f.name)
+        if obj is None or obj["metadata"].get("uid") != f.k8s_uid:
+            return ("lost", f"its {f.kind.name} {f.namespace}/{f.name} was deleted")
+        if f.kind is POD:
+            code = _exit_code(obj)
+            return None if code is None else ("ended", code, None)
+        conditions = {c.get("type") for c in (obj.get("status") or {}).get("conditions") or []
                       if c.get("status") == "True"}
-        uid = obj["metadata"].get("uid")
-        if "Complete" in conditions or "SuccessCriteriaMet" in conditions:
-            return 0
-        if "Failed" in conditions or "FailureTarget" in conditions:
-            pods = await self._job_pods(namespace, name, uid)
-            if any(_exit_code(p) is None for p in pods):
-                return None  # its pod is still terminating: it holds its room until it is gone
+        if conditions & {"Complete", "SuccessCriteriaMet"}:
+            return ("ended", 0, None)
+        if conditions & {"Failed", "FailureTarget"}:
+            pods = await self._job_pods(f.namespace, f.name, f.k8s_uid)
             codes = [c for c in (_exit_code(p) for p in pods) if c is not None]
-            return codes[-1] if codes else KILLED  # its pod was deleted under it: killed, not a program error
+            if codes:
+                return ("ended", codes[-1], None)
+            return ("lost", f"the pod of Job {f.namespace}/{f.name} was deleted before it ended")
         status = obj.get("status") or {}
-        waited = None if since is None else asyncio.get_running_loop().time() - since
-        if waited is not None and waited > self.create_failure_seconds and \
-                not (status.get("active") or status.get("succeeded") or status.get("failed")):
+        if waited is not None and not (status.get("active") or status.get("succeeded") or status.get("failed")):
             # No pod yet: the Job controller may be refused (a LimitRange, a ResourceQuota, an invalid spec).
-            events = await self._call(self.api.request, "GET", f"/api/v1/namespaces/{namespace}/events",
+            uid = obj["metadata"].get("uid")
+            events = await self._call(self.api.request, "GET", f"/api/v1/namespaces/{f.namespace}/events",
                                       query={"fieldSelector": f"involvedObject.uid={uid},reason=FailedCreate"})
             for event in events.get("items") or []:
                 # e.g. 'Error creating: pods "x" is forbidden: exceeded quota: ...' or '... is invalid: ...'
                 message = " ".join((event.get("message") or "").split()).removeprefix("Error creating: ")
                 # A quota may free up (the Job controller retries); the rest will not.
                 if "exceeded quota" not in message or waited > self.create_retry_seconds:
-                    return _refusal(name, KubernetesError(message, None))
+                    await self._delete(f.kind, f.namespace, f.name, 0, f.k8s_uid)
+                    return ("ended", 1, _refusal(f.name, KubernetesError(message, None)))
         return None
 
-    async def _watch(self, uid: int, kind: Kind, namespace: str, name: str, k8s_uid: str) -> None:
-        """Poll until the Job (or Pod) ended or is gone; then tell the controller (unless it is
-        being evicted: evict() reports that, once the pod is really gone)."""
-        since = asyncio.get_running_loop().time()
-        reason = None
-        while True:
-            try:
-                obj = await self._call(self.api.read, kind, namespace, name)
-                if obj is None or obj["metadata"].get("uid") != k8s_uid:
-                    code = KILLED
-                    break
-                code = await self._status(kind, namespace, name, obj, since)
-                if isinstance(code, Reason):
-                    code, reason = 1, code
-                    await self._delete(kind, namespace, name, 0, k8s_uid)
-            except KubernetesError as err:
-                self.log.warning("reading %s %s/%s: %s", kind.name, namespace, name, err)
-                if reason is None:  # not the delete after a refusal: the read failed, try again
-                    code = None
-            if code is not None:
-                break
-            await asyncio.sleep(self.poll_seconds)
-        if uid in self._evicting or self._k8s_uids.get(uid) != k8s_uid:
-            return  # evict() reports it; or stopped by us, or replaced (a pod queued again runs anew)
-        self._k8s_uids.pop(uid, None)
-        self._kinds.pop(uid, None)
-        self.controller.pod_exited(uid, code, reason)
+    async def _stuck(self, f: Followed, pod: dict, due: float) -> str:
+        """A pod of ours deleted under us is still terminating long after its grace period: report it,
+        delete it with a zero grace period, and let its work be queued again."""
+        meta, node = pod["metadata"], (pod.get("spec") or {}).get("nodeName")
+        why = (f"its pod {meta['name']} was stuck terminating on {node or 'no node'} for "
+               f"{time.time() - due:.0f} s past its grace period (its kubelet does not answer?); deleted with a "
+               "zero grace period")
+        self.log.warning("%s/%s: %s; its work is queued again", f.namespace, f.name, why)
+        try:
+            await self._delete(POD, f.namespace, meta["name"], 0, meta.get("uid"))
+        except KubernetesError as err:
+            self._warn("deleting %s/%s: %s", f.namespace, meta["name"], err=err)
+        return why
 
+    async def forget(self, row, pod, prow) -> None:
+        """A pod the controller queued again because it was lost: delete what is left of its object
+        with a zero grace period (never adopted by the next start), quietly."""
+        await self._made(pod.uid)
+        kind, k8s_uid = self._kinds.pop(pod.uid, None), self._k8s_uids.pop(pod.uid, None)
+        f = self._followed.get(pod.uid)
+        if f is not None:
+            self._unregister(f)
+        if kind is None or row.kind == "notebook":
+            return
+        self._forgotten[(row.namespace, pod.name)] = k8s_uid
+        try:
+            await self._delete(kind, row.namespace, pod.name, 0, k8s_uid)
+            if kind is JOB:
+                for obj in await self._job_pods(row.namespace, pod.name, k8s_uid):
+                    await self._delete(POD, row.namespace, obj["metadata"]["name"], 0, obj["metadata"].get("uid"))
+        except KubernetesError as err:
+            self._warn("deleting %s/%s: %s", row.namespace, pod.name, err=err)
+
+    # -- evictions and stops ----------------------------------------------------------------
     async def _policy_served(self) -> bool:
         if self._policy_v1 is None:
             try:
@@ -603,7 +1101,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                 if err.status == 404:
                     return
                 # 429: a PodDisruptionBudget refuses it. The engine's decision stands: delete.
-                self.log.warning("eviction of %s/%s refused (%s); deleting it", namespace, name, err)
+                self._warn("eviction of %s/%s refused (%s); deleting it", namespace, name, err=err)
         await self._delete(POD, namespace, name, grace)
 
     async def _delete(self, kind: Kind, namespace: str, name: str, grace: int, k8s_uid: str | None = None) -> None:
@@ -617,18 +1115,34 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                 raise
 
     async def _wait_gone(self, namespace: str, name: str, k8s_uid: str | None, timeout: float) -> bool:
-        deadline = asyncio.get_running_loop().time() + timeout
+        """Whether the pod is gone within ``timeout``: told by the watch for pods of ours, read again
+        every ``poll_seconds`` for others (notebook pods)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        key = (namespace, name)
+        watched = self._ours_listed is not None and self._ours_listed.is_set() and key in self._our_pods
         while True:
-            try:
-                obj = await self._read(namespace, name)
-            except KubernetesError as err:
-                self.log.warning("reading pod %s/%s: %s", namespace, name, err)
-                obj = {"metadata": {"uid": k8s_uid}}
+            if watched:
+                obj = self._our_pods.get(key)
+            else:
+                try:
+                    obj = await self._read(namespace, name)
+                except KubernetesError as err:
+                    self._warn("reading pod %s/%s: %s", namespace, name, err=err)
+                    obj = {"metadata": {"uid": k8s_uid}}
             if obj is None or (k8s_uid and obj["metadata"].get("uid") != k8s_uid):
                 return True
-            if asyncio.get_running_loop().time() > deadline:
+            left = deadline - loop.time()
+            if left <= 0:
                 return False
-            await asyncio.sleep(self.poll_seconds)
+            if watched:
+                waiter = self._gone_waiters.setdefault(key, asyncio.Event())
+                if not await _wait_event(waiter, min(left, 10.0)):
+                    watched = False  # read it once (the watch may be away), then trust the watch again
+                    continue
+            else:
+                await asyncio.sleep(self.poll_seconds)
+                watched = self._ours_listed is not None and self._ours_listed.is_set() and key in self._our_pods
 
     async def _evict_all(self, namespace: str, pods: list[dict], grace: int) -> None:
         """Evict these pods with the grace period; whatever still runs after it (plus the timeout) is deleted now."""
@@ -643,6 +1157,9 @@ class KubernetesBackend(LoggingConfigurable, Backend):
     async def evict(self, row, pod, prow, grace: float, reason) -> None:
         grace_s = max(0, int(round(grace)))
         self._evicting.add(pod.uid)
+        f = self._followed.get(pod.uid)
+        if f is not None:
+            f.changed.set()  # its follower ends quietly: this reports
         try:
             if row.kind == "notebook":
                 pods = await self._notebook_pods(row)
@@ -663,6 +1180,8 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             self._evicting.discard(pod.uid)
             self._k8s_uids.pop(pod.uid, None)
             self._kinds.pop(pod.uid, None)
+            if f is not None:
+                self._unregister(f)
         self.controller.eviction_done(pod.uid)
 
     async def stop(self, row, pod, prow) -> None:
@@ -671,6 +1190,9 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             return
         await self._made(pod.uid)
         kind, k8s_uid = self._kinds.pop(pod.uid, None), self._k8s_uids.pop(pod.uid, None)
+        f = self._followed.get(pod.uid)
+        if f is not None:
+            self._unregister(f)
         try:
             if kind is JOB:
                 pods = await self._job_pods(row.namespace, pod.name, k8s_uid)
@@ -702,6 +1224,23 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         except KubernetesError as err:
             self.log.error("deleting the pods of notebook %s/%s: %s", row.namespace, row.name, err)
 
+    # -- restart --------------------------------------------------------------------------
+    async def _status(self, kind: Kind, namespace: str, name: str, obj: dict):
+        """The exit code of our Job or Pod once it ended (None while it runs): after a restart."""
+        if kind is POD:
+            return _exit_code(obj)
+        conditions = {c.get("type") for c in (obj.get("status") or {}).get("conditions") or []
+                      if c.get("status") == "True"}
+        if conditions & {"Complete", "SuccessCriteriaMet"}:
+            return 0
+        if conditions & {"Failed", "FailureTarget"}:
+            pods = await self._job_pods(namespace, name, obj["metadata"].get("uid"))
+            if any(_exit_code(p) is None for p in pods):
+                return None  # its pod is still terminating: it holds its room until it is gone
+            codes = [c for c in (_exit_code(p) for p in pods) if c is not None]
+            return codes[-1] if codes else KILLED  # its pod was deleted under it: killed, not a program error
+        return None
+
     async def recover(self, row, prow, pod):
         """``"running"``, ``("exited", code)`` or ``"gone"`` for a pod that ran before a restart.
 
@@ -719,13 +1258,17 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                 continue
             if obj["metadata"].get("deletionTimestamp"):
                 return "gone"
-            code = await self._status(kind, row.namespace, prow.name, obj, None)
+            code = await self._status(kind, row.namespace, prow.name, obj)
             if code is not None:
                 return ("exited", code)
             if kind is POD and (obj.get("status") or {}).get("phase") not in ("Running", "Pending"):
                 return "gone"
             self._k8s_uids[pod.uid], self._kinds[pod.uid] = obj["metadata"]["uid"], kind
-            self.controller._spawn(self._watch(pod.uid, kind, row.namespace, prow.name, obj["metadata"]["uid"]))
+            self._ensure_following()
+            known = self._followed.get(pod.uid)
+            if known is None or known.k8s_uid != obj["metadata"]["uid"]:  # not followed already
+                f = self._register(Followed(pod.uid, kind, row.namespace, prow.name, obj["metadata"]["uid"]))
+                self.controller._spawn(self._follow(f, None))
             return "running"
         return "gone"
 
@@ -751,6 +1294,40 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             return ""
 
 
+async def _wait_event(event: asyncio.Event, timeout: float | None) -> bool:
+    """Whether ``event`` is set within ``timeout`` seconds (None: no limit). Unlike ``asyncio.wait_for``
+    before Python 3.12, a cancellation is never swallowed when the event is set at the same moment (the
+    follower or the service would then go on after being told to stop)."""
+    if event.is_set():
+        return True
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        done, _ = await asyncio.wait({waiter}, timeout=timeout)
+    finally:
+        waiter.cancel()
+    return bool(done)
+
+
+def _judge_safely(f: Followed):
+    try:
+        return judge(f)
+    except (KeyError, TypeError, ValueError):  # a pod object of an unexpected shape: wait for the next
+        return "nopod", None
+
+
+def _tolerates(toleration: dict, taint: dict) -> bool:
+    """Whether a toleration (as in a pod spec) tolerates a node's taint."""
+    if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
+        return False
+    if not toleration.get("key"):
+        return toleration.get("operator") == "Exists"
+    if toleration.get("key") != taint.get("key"):
+        return False
+    if toleration.get("operator") == "Exists":
+        return True
+    return toleration.get("value", "") == taint.get("value", "")
+
+
 def _refusal(name: str, err: KubernetesError) -> Reason:
     """Why the API server would not create our object, as the reason the training pod failed."""
     text = str(err)
@@ -766,19 +1343,3 @@ def _ended(kind: Kind, obj: dict) -> bool:
     final = ("Complete", "SuccessCriteriaMet", "Failed", "FailureTarget")
     return any(c.get("type") in final and c.get("status") == "True"
                for c in (obj.get("status") or {}).get("conditions") or [])
-
-
-def _exit_code(obj: dict) -> int | None:
-    """The exit code of an ended pod (None while it has not ended)."""
-    status = obj.get("status") or {}
-    phase = status.get("phase")
-    if phase not in ("Succeeded", "Failed"):
-        return None
-    for cs in status.get("containerStatuses") or []:
-        terminated = (cs.get("state") or {}).get("terminated")
-        if terminated and terminated.get("exitCode") is not None:
-            code = int(terminated["exitCode"])
-            if phase == "Failed" and code == 0:
-                return 1
-            return code
-    return 0 if phase == "Succeeded" else 1

@@ -1,0 +1,104 @@
+"""Start-up checks of the Kubernetes backend: what must hold on the cluster before anything is admitted.
+
+Each check gives one line naming what is wrong and what to do, or None. A
+failing check is reported on ``/api/v1/health`` and blocks admissions (work
+waits in the queue with that line as its message) until it passes: better than
+admitting a thousand workloads that the API server then refuses one by one.
+
+- ``rbac``: every verb the service uses, asked of the API server itself
+  (``SelfSubjectAccessReview``), so a chart or Role that lacks one says which;
+- ``priority-classes``: every PriorityClass workloads may use exists on the
+  cluster (the API server refuses pods naming a missing one);
+- ``quota-tree``: the ``ElasticQuotaTree`` named by ``quota_tree_object`` is
+  served (its CRD installed) and readable;
+- ``nodes`` (kept by the node watch): Ready, schedulable Nodes match the selector.
+"""
+
+from __future__ import annotations
+
+from .api import PRIORITY_CLASS, Api, KubernetesError
+
+SSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+
+
+def needed_permissions(backend) -> list[tuple[str, str, str, str | None]]:
+    """(verb, API group, resource[/subresource], namespace or None) the backend uses, as configured."""
+    out = [("list", "", "nodes", None), ("watch", "", "nodes", None),
+           ("get", "", "pods", None), ("list", "", "pods", None), ("watch", "", "pods", None),
+           ("create", "", "pods", None), ("delete", "", "pods", None),
+           ("create", "", "pods/eviction", None), ("get", "", "pods/log", None),
+           ("list", "", "events", None), ("list", "scheduling.k8s.io", "priorityclasses", None)]
+    if backend.use_jobs:
+        out += [(v, "batch", "jobs", None) for v in ("get", "list", "create", "delete")]
+    if backend.sync_cluster_limits:
+        out += [("list", "", "resourcequotas", None), ("list", "", "limitranges", None)]
+    if backend.provision:
+        out += [(v, "", r, None) for r in ("namespaces", "resourcequotas", "limitranges")
+                for v in ("get", "list", "create", "update", "delete")]
+        out += [(v, "rbac.authorization.k8s.io", "roles", None)
+                for v in ("get", "list", "create", "update", "delete", "escalate", "bind")]
+        out += [(v, "rbac.authorization.k8s.io", "rolebindings", None) for v in ("get", "list", "create", "update", "delete")]
+        out += [(v, "scheduling.k8s.io", "priorityclasses", None) for v in ("get", "create", "update", "delete")]
+    return out
+
+
+def check_rbac(api: Api, needed) -> str | None:
+    """One line naming every permission the service's identity lacks, or None."""
+    missing = []
+    for verb, group, resource, namespace in needed:
+        res, _, sub = resource.partition("/")
+        attrs = {"verb": verb, "group": group, "resource": res}
+        if sub:
+            attrs["subresource"] = sub
+        if namespace:
+            attrs["namespace"] = namespace
+        review = api.request("POST", SSAR, body={"apiVersion": "authorization.k8s.io/v1",
+                                                  "kind": "SelfSubjectAccessReview",
+                                                  "spec": {"resourceAttributes": attrs}})
+        if not (review.get("status") or {}).get("allowed"):
+            where = f"in {namespace}" if namespace else "cluster-wide"
+            missing.append(f"{verb} {group + '/' if group else ''}{resource} ({where})")
+    if not missing:
+        return None
+    return (f"the service's Kubernetes identity may not {', '.join(missing)}: grant these "
+            "(the chart's ClusterRole has them) and the service goes on by itself")
+
+
+def check_priority_classes(api: Api, classes: dict, provision: bool) -> tuple[str | None, str | None]:
+    """(blocking problem, warning) about the PriorityClasses workloads may use (``classes``: name -> class)."""
+    found = {obj["metadata"]["name"]: obj for obj in api.list(PRIORITY_CLASS)}
+    missing = sorted(name for name in classes if name not in found)
+    differ = sorted(f"{name} ({found[name].get('value')} on the cluster, {pc.value} here)"
+                    for name, pc in classes.items() if name in found and found[name].get("value") != pc.value)
+    problem = None
+    if missing:
+        todo = ("they are being provisioned (KubernetesBackend.provision)" if provision else
+                "create them (the chart's priorityClasses.create does) or turn on KubernetesBackend.provision")
+        problem = (f"PriorityClass{'es' if len(missing) > 1 else ''} {', '.join(missing)} "
+                   f"{'are' if len(missing) > 1 else 'is'} missing on the cluster, so the API server would refuse "
+                   f"pods that use them: {todo}")
+    warning = None
+    if differ:
+        warning = (f"PriorityClass values differ from the scheduler's: {', '.join(differ)}; kube-scheduler "
+                   "orders and preempts by the cluster's values")
+    return problem, warning
+
+
+def check_quota_tree(backend) -> str | None:
+    """A problem when ``quota_tree_object`` names a tree the cluster does not serve or hold."""
+    namespace, _, name = backend.quota_tree_object.partition("/")
+    if not name or not backend.quota_tree_object:
+        return None  # "namespace/" (the default): a tree if there is one, none is fine
+    from .quotatree import quota_tree_kind
+
+    try:
+        kind = quota_tree_kind(backend.api)
+    except KubernetesError as err:
+        return f"cannot look for the ElasticQuotaTree CRD: {err}"
+    if kind is None:
+        return (f"KubernetesBackend.quota_tree_object names {backend.quota_tree_object}, but the cluster does not "
+                "serve ElasticQuotaTree (scheduling.sigs.k8s.io): install the CRD (helm/crds/elasticquotatree.yaml) "
+                "or empty the option")
+    if backend.api.read(kind, namespace or "kube-system", name) is None:
+        return f"the ElasticQuotaTree {backend.quota_tree_object} does not exist: create it or fix KubernetesBackend.quota_tree_object"
+    return None
