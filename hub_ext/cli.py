@@ -1,4 +1,4 @@
-"""The ``tenancy`` command: simulate, validate, bench.
+"""The ``tenancy`` command: simulate, replay, validate, bench.
 
 Bad input ends with one line on stderr that names the culprit and a non-zero
 exit (1); never a traceback.
@@ -31,6 +31,92 @@ def _simulate(args) -> int:
     except ValidationError as err:
         raise err.within(args.scenario) from None
     return 0
+
+
+REPLAY_HELP = """\
+Runs a scenario (the format of `tenancy simulate`) on a real cluster through the
+service's own controller and Kubernetes backend, in this process, and prints the
+state after each step as `simulate` does (with --json, the same keys), read from
+the API server.
+
+Nodes: the scenario's nodes are made as kwok nodes (annotated
+kwok.x-k8s.io/node=fake; the cluster must run kwok), or --node-selector picks
+existing nodes instead. Each replay uses namespaces and nodes of its own
+(<name>-<run id>, labelled tenancy.jupyter.org/replay=<run id>), so it may run on a
+shared cluster, and removes them at the end unless --keep. The quota tree is given
+to the service in-process, never created on the cluster.
+
+Time: the scenario's clock is virtual and moves as simulate's does, never with the
+wall clock (`time` in the output is the simulated one). Evictions go through the
+Eviction API with the scenario's grace period; once the pod is gone from the API
+server, the eviction completes at its deadline on the virtual clock. `advance N`
+moves the clock N seconds, and each pod whose tenancy.jupyter.org/duration runs out
+meanwhile is ended, in time order, by setting its phase to Succeeded on the API
+server (as kwok does for a container that exits 0; durations need kwok nodes).
+Wall-clock time is only the cluster's latency.
+"""
+
+
+def _replay(args) -> int:
+    import asyncio
+    import logging
+
+    from .sim.output import render_step
+    from .sim.replay import Replay
+    from .sim.replay_cluster import ReplayError
+
+    log = logging.getLogger("tenancy.replay")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_OneLine("tenancy replay: %(levelname)s: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.WARNING)
+    log.propagate = False
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
+    try:
+        replay = Replay(args.scenario, kubeconfig=args.kubeconfig or "", context=args.context,
+                        node_selector=args.node_selector, keep=args.keep, timeout=args.timeout, log=log)
+
+        async def run() -> None:
+            asyncio.get_running_loop().set_exception_handler(
+                lambda loop, context: log.error("%s", context.get("message"), exc_info=context.get("exception")))
+            async for report in replay.run():
+                if args.json:
+                    print(json.dumps(report, sort_keys=False), flush=True)
+                else:
+                    print(render_step(report) + "\n", flush=True)
+
+        asyncio.run(run())
+    except ReplayError as err:
+        raise ValidationError(str(err)) from None
+    except ValidationError as err:
+        raise err if str(err).startswith(args.scenario) else err.within(args.scenario) from None
+    finally:
+        log.removeHandler(handler)
+    return 0
+
+
+class _OneLine:
+    """A logging formatter that never prints a traceback: the exception's type and text on the same line."""
+
+    def __init__(self, fmt: str):
+        import logging
+
+        self._fmt = logging.Formatter(fmt)
+
+    def format(self, record) -> str:
+        exc = record.exc_info[1] if record.exc_info else None
+        record = _copy_record(record)
+        if exc is not None:
+            record.msg, record.args = f"{record.getMessage()}: {type(exc).__name__}: {exc}", None
+        return " ".join(self._fmt.format(record).split())
+
+
+def _copy_record(record):
+    import copy
+
+    out = copy.copy(record)
+    out.exc_info = out.exc_text = out.stack_info = None
+    return out
 
 
 def _validate(args) -> int:
@@ -128,6 +214,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("scenario", help="scenario YAML (nodes, objects, steps)")
     p.add_argument("--json", action="store_true", help="one JSON object per line, one line per step")
     p.set_defaults(func=_simulate)
+
+    p = sub.add_parser("replay", help="run a scenario on a real cluster through the Kubernetes backend and print "
+                                      "the state after each step, as simulate does",
+                       description=REPLAY_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("scenario", help="scenario YAML (nodes, objects, steps)")
+    p.add_argument("--kubeconfig", metavar="FILE", help="the cluster to replay on (required)")
+    p.add_argument("--context", help="the kubeconfig context to use (default: its current context)")
+    p.add_argument("--json", action="store_true", help="one JSON object per line, one line per step")
+    p.add_argument("--node-selector", dest="node_selector", metavar="KEY=VALUE[,...]",
+                   help="use the existing nodes with these labels instead of making the scenario's nodes with kwok")
+    p.add_argument("--keep", action="store_true",
+                   help="leave the replay's namespaces, nodes and PriorityClasses on the cluster")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
+                   help="how long one step may take to settle on the cluster (default 120)")
+    p.set_defaults(func=_replay)
 
     p = sub.add_parser("validate", help="check a quota tree, manifests or a scenario")
     p.add_argument("file", help="YAML file")
