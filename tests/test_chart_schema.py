@@ -80,7 +80,7 @@ def test_every_key_of_values_yaml_is_described():
 
 @pytest.mark.parametrize("override, where, says", [
     ({"service": {"port": "http"}}, "$.service.port", "is not of type 'integer'"),
-    ({"replicas": 2}, "$", "'replicas' was unexpected"),
+    ({"replica": 2}, "$", "'replica' was unexpected"),
     ({"training": {"useJob": False}}, "$.training", "'useJob' was unexpected"),
     ({"kubernetes": {"createConcurrency": -1}}, "$.kubernetes.createConcurrency", "less than the minimum of 1"),
     ({"kubernetes": {"apiQps": -1}}, "$.kubernetes.apiQps", "less than the minimum of 0"),
@@ -89,8 +89,13 @@ def test_every_key_of_values_yaml_is_described():
     ({"config": {"KubernetesBackend": {"x = 1; y": 1}}}, "$.config.KubernetesBackend",
      "'x = 1; y' does not match any of the regexes"),
     ({"serviceAccount": {"create": False}}, "$.serviceAccount.name", "should be non-empty"),
+    ({"replicas": 0}, "$.replicas", "less than the minimum of 1"),
+    ({"replicas": 2}, "$.database", "is not valid under any of the given schemas"),  # SQLite
+    ({"replicas": 3, "database": {"url": "mysql://db/t"}}, "$.database", "is not valid under any of the given schemas"),
+    ({"leaderElection": {"retryPeriodSeconds": 0}}, "$.leaderElection.retryPeriodSeconds",
+     "less than or equal to the minimum of 0"),
 ], ids=["wrong type", "unknown key", "typo", "negative pool", "negative qps", "enum", "percentage", "trait name",
-        "service account name"])
+        "service account name", "no replica", "replicas on SQLite", "replicas on MySQL", "no retry period"])
 def test_mistakes_are_refused_at_their_key(override, where, says):
     found = errors(override)
     assert [path for path, _ in found] == [where], found
@@ -103,5 +108,9 @@ def test_values_that_are_fine():
                      {"provision": {"resourceQuota": None, "priorityClasses": []}},
                      {"serviceAccount": {"create": False, "name": "tenancy"}},
                      {"database": {"urlSecret": {"name": "tenancy-db"}}},
-                     {"grafanaDashboard": {"enabled": True, "labels": {"dashboards": "grafana"}}}):
+                     {"grafanaDashboard": {"enabled": True, "labels": {"dashboards": "grafana"}}},
+                     {"replicas": 2, "database": {"url": "postgresql://tenancy@db:5432/tenancy"}},
+                     {"replicas": 2, "database": {"url": "postgresql+psycopg://tenancy@db/tenancy"}},
+                     {"replicas": 3, "database": {"urlSecret": {"name": "tenancy-db"}}, "pdb": {"enabled": False}},
+                     {"leaderElection": {"leaseDurationSeconds": 30, "renewDeadlineSeconds": 20.5}}):
         assert errors(override) == [], override

@@ -6,6 +6,9 @@ import asyncio
 import contextlib
 import errno
 import os
+import secrets
+import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -13,11 +16,12 @@ from pathlib import Path
 from jupyterhub.services.auth import HubOAuth
 from sqlalchemy.exc import SQLAlchemyError
 from tornado import web
+from tornado.httpserver import HTTPServer
 from traitlets import Bool, Dict, Float, Integer, List, Type, Unicode, default
 from traitlets.config import Application
 
 from ..backends import Backend
-from ..backends.kubernetes.api import KubernetesError
+from ..backends.kubernetes.api import Api, KubernetesError
 from ..backends.local import LocalBackend
 from ..quota.errors import ValidationError
 from ..quota.manifests import parse_object, read_file
@@ -34,7 +38,9 @@ from .metrics import Metrics
 from .room import RoomHandler
 from .security import OAuthCallbackHandler, StaticFiles
 from .lock import AlreadyRunning, InstanceLock
-from .health import watch_database
+from .forward import Switch, standby_app
+from .health import Health, watch_database
+from .leader import LeaderElector, api_client, lease_namespace
 from .store import Store, StoreError, explain
 from .watchdog import Watchdog, hub_parent
 from .workloads import KINDS, Bounds
@@ -199,6 +205,67 @@ class TenancyService(Application):
         """,
     ).tag(config=True)
 
+    leader_election = Bool(
+        False,
+        help="""
+        Run as one of several replicas on one shared database (PostgreSQL), with leader election
+        on a ``coordination.k8s.io/v1`` Lease (``lease_namespace``/``lease_name``), as client-go's
+        ``leaderelection`` does it. Only the leader runs the scheduler, the backend's background
+        work and acts on the cluster (it alone takes the database lock); the others answer
+        ``/api/v1/health`` (``role``: ``follower``, ``leader``: its identity) and forward every
+        other request to the leader's ``advertise_url``. A follower takes over within
+        ``lease_duration_seconds`` (plus up to two ``retry_period_seconds``) of the leader's last
+        renewal; a leader that cannot renew within ``renew_deadline_seconds`` exits at once,
+        before the lease expires for the others, and starts again as a follower.
+        The Lease is on the cluster of ``c.KubernetesBackend.kubeconfig`` (in-cluster by default);
+        it needs get, create and update on ``coordination.k8s.io`` leases in its namespace.
+
+        .. versionadded:: 0.4
+        """,
+    ).tag(config=True)
+    lease_name = Unicode("jupyterhub-tenancy", help="With leader_election: the Lease's name.").tag(config=True)
+    lease_namespace = Unicode(
+        help="With leader_election: the Lease's namespace (default: ``$POD_NAMESPACE``, else the "
+             "in-cluster ServiceAccount's namespace, else ``default``).",
+    ).tag(config=True)
+    lease_duration_seconds = Float(
+        15.0, help="With leader_election: how long followers wait, after the lease record last changed, before "
+                   "taking it (client-go's LeaseDuration).",
+    ).tag(config=True)
+    renew_deadline_seconds = Float(
+        10.0, help="With leader_election: how long the leader keeps acting without a successful renewal before it "
+                   "exits (client-go's RenewDeadline); below lease_duration_seconds.",
+    ).tag(config=True)
+    retry_period_seconds = Float(
+        2.0, help="With leader_election: how often the leader renews and followers try (client-go's RetryPeriod).",
+    ).tag(config=True)
+    identity = Unicode(
+        help="With leader_election: this replica's name in the Lease (default: the host name, the pod's, and a "
+             "random suffix, so that a restarted process is a new holder).",
+    ).tag(config=True)
+    advertise_url = Unicode(
+        help="""
+        With leader_election: where the other replicas reach this one when it leads, written in the
+        Lease's annotation ``tenancy.jupyter.org/advertise-url``. Default: ``http://$POD_IP:<port>``
+        (the chart sets ``POD_IP``), else this service's ip (or host name) and port. Example::
+
+            c.TenancyService.advertise_url = "http://10.0.3.7:10101"
+        """,
+    ).tag(config=True)
+
+    @default("lease_namespace")
+    def _default_lease_namespace(self):
+        return lease_namespace()
+
+    @default("identity")
+    def _default_identity(self):
+        return f"{socket.gethostname()}_{secrets.token_hex(4)}"
+
+    @default("advertise_url")
+    def _default_advertise_url(self):
+        host = os.environ.get("POD_IP") or (self.ip if self.ip not in ("", "0.0.0.0", "::") else socket.gethostname())
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+
     @default("service_name")
     def _default_service_name(self):
         return os.environ.get("JUPYTERHUB_SERVICE_NAME", "tenancy")
@@ -333,7 +400,17 @@ class TenancyService(Application):
             await asyncio.sleep(self.groups_refresh_seconds)
 
     async def serve(self) -> None:
+        if self.leader_election:
+            return await self.serve_elected()
         app, controller = self.make_app()
+        await self.read_tenants(controller)
+        # Listen first: while the cluster is away /health says so (the API answers 503 until restored).
+        controller.health.starting = True
+        await self.listen(app)
+        self.log.info("tenancy service listening on http://%s:%s%s", self.ip, self.port, self.prefix)
+        await self.act(controller)
+
+    async def read_tenants(self, controller: Controller) -> None:
         if self.hub.configured:
             try:
                 await self.seed_tenants()
@@ -341,11 +418,73 @@ class TenancyService(Application):
                 controller.set_tenants(tenants_from_groups(groups, controller.base_tree, controller.engine.classes.by_name))
             except HubError as err:
                 self.log.warning("%s", err)
-        backend = controller.backend
-        # Listen first: while the cluster is away /health says so (the API answers 503 until restored).
+
+    def elector(self, loop, became_leader: asyncio.Event) -> LeaderElector:
+        """The leader election as configured; its callbacks reach the event loop."""
+        config = self.config.KubernetesBackend
+        client = api_client(config.get("kubeconfig", ""), config.get("kube_context", ""))
+        api = Api(client, timeout=max(1.0, min(5.0, self.renew_deadline_seconds / 2)))
+
+        def show():  # on the loop: what /health says of the election
+            election, health = self.election, self.health_now
+            health.leader = election.leader
+            takeover = self.lease_duration_seconds + 2 * self.retry_period_seconds
+            health.set("leader-election", f"cannot read or write the lease {election.where}: {election.error}"
+                       if election.error else None if election.leader else
+                       f"no replica leads right now; one takes over within {takeover:.0f} s", blocking=False,
+                       log=False)  # the election logs its own lines
+
+        try:
+            return LeaderElector(api, namespace=self.lease_namespace, name=self.lease_name, identity=self.identity,
+                                 advertise_url=self.advertise_url, lease_duration=self.lease_duration_seconds,
+                                 renew_deadline=self.renew_deadline_seconds, retry_period=self.retry_period_seconds,
+                                 log=self.log, on_started_leading=lambda: loop.call_soon_threadsafe(became_leader.set),
+                                 on_change=lambda: loop.call_soon_threadsafe(show))
+        except ValueError as err:
+            raise ValidationError(f"TenancyService: {err}") from None
+
+    async def serve_elected(self) -> None:
+        """One replica of several: follow (health, requests forwarded) until this one leads, then
+        take the database lock, build the service from the database and act."""
+        self.hub = HubClient()
+        loop = asyncio.get_running_loop()
+        self.health_now = Health(self.log)
+        self.health_now.role = "follower"
+        became_leader = asyncio.Event()
+        self.election = self.elector(loop, became_leader)
+        self.health_now.set("leader-election", f"the lease {self.election.where} is not read yet", blocking=False,
+                            log=False)
+        prefix = self.prefix if self.prefix.endswith("/") else self.prefix + "/"
+        switch = Switch(standby_app(prefix, self.health_now, self.election, max_body_bytes=self.max_body_bytes))
+        await self.listen(switch)
+        self.log.info("tenancy service (%s) listening on http://%s:%s%s; advertised as %s; lease %s/%s",
+                      self.identity, self.ip, self.port, self.prefix, self.advertise_url, self.lease_namespace,
+                      self.lease_name)
+        self.election.start()
+        await became_leader.wait()
+        self.health_now.starting = True
+        self.instance_lock = await asyncio.to_thread(
+            InstanceLock(self.db_url).acquire, self.lock_wait_seconds, self.log, elected=True)
+        if getattr(self, "watchdog", None) is not None:
+            self.watchdog.lock = self.instance_lock
+        app, controller = self.make_app()  # the state as the previous leader left it
+        controller.health.role, controller.health.leader = "leader", self.identity
         controller.health.starting = True
-        await self.listen(app)
-        self.log.info("tenancy service listening on http://%s:%s%s", self.ip, self.port, self.prefix)
+        self.health_now = controller.health
+        switch.app = app
+        await self.read_tenants(controller)
+        await self.act(controller)
+
+    def release_lease(self) -> None:
+        """After the service stopped acting (the event loop is done): let a follower take over at once."""
+        election = getattr(self, "election", None)
+        if election is not None and election.leading:
+            election.stop()
+            election.release()
+
+    async def act(self, controller: Controller) -> None:
+        """Restore the state and run: the controller, the backend's background work, history, hub watches."""
+        backend = controller.backend
         if hasattr(backend, "wait_ready"):
             await backend.wait_ready()  # the API server answers (retried with backoff; no exit)
         restored = await controller.restore()  # first: adopting what runs is checked against our own pods only
@@ -367,12 +506,13 @@ class TenancyService(Application):
             tasks.append(asyncio.ensure_future(self.watch_servers(controller)))
         await asyncio.gather(*tasks)
 
-    async def listen(self, app: web.Application) -> None:
+    async def listen(self, app) -> None:
         """Listen on the port; while another process holds it, wait (up to lock_wait_seconds) for it to go."""
         deadline, told = time.monotonic() + self.lock_wait_seconds, False
         while True:
             try:
-                app.listen(self.port, self.ip, xheaders=True)
+                server = HTTPServer(app, xheaders=True)
+                server.listen(self.port, self.ip)
                 return
             except OSError as err:
                 if err.errno != errno.EADDRINUSE:
@@ -392,17 +532,26 @@ class TenancyService(Application):
         return (hub.api_url, hub.token) if hub is not None and hub.configured else None
 
     async def run(self, parent: int | None) -> int:
-        """``serve()`` until the watchdog says the service must stop; the exit status."""
-        watchdog = Watchdog(parent=parent, hub=self._hub_address if self.exit_with_hub else None,
-                            lock=getattr(self, "instance_lock", None), grace_seconds=self.hub_grace_seconds, log=self.log)
+        """``serve()`` until the watchdog says the service must stop (or, with leader election, SIGTERM);
+        the exit status."""
+        self.watchdog = watchdog = Watchdog(parent=parent, hub=self._hub_address if self.exit_with_hub else None,
+                                            lock=getattr(self, "instance_lock", None),
+                                            grace_seconds=self.hub_grace_seconds, log=self.log)
         serving, watching = asyncio.ensure_future(self.serve()), asyncio.ensure_future(watchdog.wait())
-        await asyncio.wait({serving, watching}, return_when=asyncio.FIRST_COMPLETED)
+        waits = {serving, watching}
+        if self.leader_election:  # SIGTERM (a rolling update): stop acting, then let go of the lease (start())
+            terminated = asyncio.get_running_loop().create_future()
+            asyncio.get_running_loop().add_signal_handler(
+                signal.SIGTERM, lambda: terminated.done() or terminated.set_result(("SIGTERM received", 0)))
+            waits.add(terminated)
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         if serving.done():
             watching.cancel()
             serving.result()  # its error, if it failed
             return 0
-        why, status = watching.result()
+        why, status = next(w for w in waits if w.done() and w is not serving).result()
         self.log.warning("%s: the tenancy service exits", why)
+        watching.cancel()
         serving.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await serving
@@ -413,8 +562,12 @@ class TenancyService(Application):
         parent = os.getppid() if self.exit_with_hub and os.getppid() > 1 else None
         status = 0
         try:
-            self.instance_lock = InstanceLock(self.db_url).acquire(self.lock_wait_seconds, self.log)
-            status = asyncio.run(self.run(parent))
+            if not self.leader_election:  # else the leader takes it once elected (serve_elected)
+                self.instance_lock = InstanceLock(self.db_url).acquire(self.lock_wait_seconds, self.log)
+            try:
+                status = asyncio.run(self.run(parent))
+            finally:
+                self.release_lease()
         except (ValidationError, KubernetesError, StoreError, AlreadyRunning, ListenError) as err:
             print(f"tenancy serve: error: {err}", file=sys.stderr)
             sys.exit(1)

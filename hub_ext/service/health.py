@@ -6,6 +6,9 @@ and what to do) or none. A *blocking* problem stops admissions: workloads are
 queued and wait, with the problem as their message, instead of being created
 on a cluster that will refuse them one by one. Each change is logged once:
 the problem when it appears (or its text changes), a line when it is fixed.
+
+With several replicas (leader election) the report also names this replica's
+``role`` (``leader`` or ``follower``) and the ``leader``'s identity.
 """
 
 from __future__ import annotations
@@ -34,6 +37,10 @@ class Health:
         self.problems: dict[str, Problem] = {}
         self.starting = False  # True while the service restores its state (the API answers 503)
         self.on_change = None  # called after a blocking problem is fixed (the controller looks again)
+        # With leader election (several replicas): "leader" or "follower", and the leader's identity
+        # (None: no replica leads right now). Without it both stay None and are not reported.
+        self.role: str | None = None
+        self.leader: str | None = None
 
     def set(self, check: str, problem: str | None, *, blocking: bool = True, log: bool = True) -> None:
         """Record ``check``'s problem (None: it is fine now), logging the change once (``log=False``:
@@ -67,8 +74,11 @@ class Health:
         return "degraded" if self.problems else "ok"
 
     def report(self) -> dict:
-        return {"status": self.status,
-                "problems": [p.to_dict() for p in sorted(self.problems.values(), key=lambda p: p.since)]}
+        out = {"status": self.status,
+               "problems": [p.to_dict() for p in sorted(self.problems.values(), key=lambda p: p.since)]}
+        if self.role is not None:
+            out.update(role=self.role, leader=self.leader)
+        return out
 
 
 async def watch_database(store, health: Health, *, interval: float = 10.0, timeout: float = 5.0) -> None:

@@ -17,6 +17,14 @@ A second instance that finds the lock taken:
 - when it cannot tell (the holder is on another machine, or there is no ``/proc``), waits.
 
 Waits are bounded (``wait_seconds``); then ``AlreadyRunning`` names the holder.
+
+With leader election (several replicas on one database, ``leader.py``) only the leader
+takes the lock, once it holds the Lease (``elected=True``). Followers do not take it, so
+they are not refused. A holder found then is a previous leader that stopped acting when
+its lease ran out (it ends itself before the lease expires); its lock goes as its
+process or connection does. A PostgreSQL session of it still open after a short wait (its
+node gone, the connection not yet seen dead by the server) is ended with
+``pg_terminate_backend``: the Lease, not the lock, says who leads.
 """
 
 from __future__ import annotations
@@ -155,6 +163,16 @@ class _PostgresLock:
         except ValueError:
             return None
 
+    def end_holder(self) -> bool:
+        """End the session that holds the lock (not ours); True if one was ended."""
+        key = self.KEY & 0xFFFFFFFFFFFFFFFF
+        ended = self._connect().execute(text(
+            "SELECT pg_terminate_backend(l.pid) FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted "
+            "AND l.objsubid = 1 AND l.pid <> pg_backend_pid() "
+            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND l.classid::bigint = :hi AND l.objid::bigint = :lo"), {"hi": key >> 32, "lo": key & 0xFFFFFFFF}).all()
+        return any(row[0] for row in ended)
+
     def alive(self) -> bool:
         try:
             return self.conn is not None and self.conn.execute(text("SELECT 1")).scalar() == 1
@@ -200,8 +218,12 @@ class InstanceLock:
         if self._impl is not None:
             self._impl.release()
 
-    def acquire(self, wait_seconds: float, log) -> "InstanceLock":
-        """Take the lock, as the module's docstring says; AlreadyRunning when it cannot be had."""
+    def acquire(self, wait_seconds: float, log, *, elected: bool = False,
+                grace_seconds: float = 3.0) -> "InstanceLock":
+        """Take the lock, as the module's docstring says; AlreadyRunning when it cannot be had.
+        ``elected``: this replica holds the leader election's Lease (a holder is a previous leader)."""
+        if elected:
+            return self._take_over(wait_seconds, grace_seconds, log)
         deadline = time.monotonic() + wait_seconds
         told = signalled = False
         while not self.try_acquire():
@@ -226,6 +248,27 @@ class InstanceLock:
             if time.monotonic() >= deadline:
                 raise AlreadyRunning(f"another tenancy service ({who}) still holds the database {self.database} "
                                      f"after {wait_seconds:.0f} s: only one may run per database; stop it first")
+            time.sleep(0.2)
+        return self
+
+
+    def _take_over(self, wait_seconds: float, grace_seconds: float, log) -> "InstanceLock":
+        start = time.monotonic()
+        told = ended = False
+        while not self.try_acquire():
+            who = _who(self.holder())
+            waited = time.monotonic() - start
+            if not told:
+                log.warning("the previous leader (%s) still holds the database %s: waiting up to %.0f s for it to "
+                            "let go", who, self.database, wait_seconds)
+                told = True
+            if not ended and waited >= grace_seconds and isinstance(self._impl, _PostgresLock):
+                if self._impl.end_holder():
+                    log.warning("ended the previous leader's database session (%s): its lease had expired", who)
+                ended = True
+            if waited >= wait_seconds:
+                raise AlreadyRunning(f"the previous leader ({who}) still holds the database {self.database} after "
+                                     f"{wait_seconds:.0f} s although this replica holds the lease")
             time.sleep(0.2)
         return self
 

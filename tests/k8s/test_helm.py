@@ -130,13 +130,21 @@ def rules_of(cluster_role) -> dict:
     return out
 
 
-def not_granted(cluster_role, config) -> list:
+def not_granted(cluster_role, config, roles=()) -> list:
     """What the backend, configured as ``config`` says, asks of the API server at start
-    (checks.needed_permissions) and the ClusterRole does not grant."""
+    (checks.needed_permissions) and neither the ClusterRole nor a Role (in its namespace) grants."""
     traits = {t: getattr(KubernetesBackend, t).default_value for t in ("use_jobs", "sync_cluster_limits", "provision")}
-    backend = types.SimpleNamespace(**{**traits, **{t: v for t, v in config.KubernetesBackend.items() if t in traits}})
+    service = types.SimpleNamespace(leader_election=config.TenancyService.get("leader_election", False),
+                                    lease_namespace=config.TenancyService.get("lease_namespace"))
+    backend = types.SimpleNamespace(**{**traits, **{t: v for t, v in config.KubernetesBackend.items() if t in traits}},
+                                    parent=service)
     rules = rules_of(cluster_role)
-    return [need for need in needed_permissions(backend) if need[0] not in rules.get(need[1:3], ())]
+    local = {role["metadata"]["namespace"]: rules_of(role) for role in roles}
+
+    def granted(verb, group, resource, namespace):
+        return (verb in rules.get((group, resource), ())
+                or verb in local.get(namespace, {}).get((group, resource), ()))
+    return [need for need in needed_permissions(backend) if not granted(*need)]
 
 
 def env_of(deployment) -> dict:
@@ -340,10 +348,60 @@ def test_optional_objects(helm, tmp_path):
             one(render(helm, tmp_path), "Deployment", "tenancy")["spec"]["template"]["metadata"]["annotations"])
 
 
+def test_template_replicas(helm, tmp_path):
+    """replicas > 1: leader election on a Lease in the release's namespace (Role + RoleBinding for
+    leases, and nothing else), RollingUpdate, the PDB on, the replicas apart, PostgreSQL."""
+    values = {"replicas": 2, "database": {"url": "postgresql://tenancy@db.jhub.svc:5432/tenancy"},
+              "networkPolicy": {"enabled": True}, "leaderElection": {"leaseDurationSeconds": 20}}
+    objs = render(helm, tmp_path, values)
+    assert "PersistentVolumeClaim" not in [o["kind"] for o in objs]
+    deploy = one(objs, "Deployment", "tenancy")
+    spec, pod = deploy["spec"], deploy["spec"]["template"]["spec"]
+    assert spec["replicas"] == 2
+    assert spec["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    env = env_of(deploy)
+    assert env["POD_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert env["POD_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    term = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+    assert term["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
+    pdb = one(objs, "PodDisruptionBudget", "tenancy")
+    assert pdb["spec"] == {"minAvailable": 1, "selector": {"matchLabels": spec["selector"]["matchLabels"]}}
+    policy = one(objs, "NetworkPolicy", "tenancy")
+    assert {"podSelector": {"matchLabels": spec["selector"]["matchLabels"]}} in policy["spec"]["ingress"][0]["from"]
+
+    role, binding = one(objs, "Role", "tenancy-leader-election"), one(objs, "RoleBinding", "tenancy-leader-election")
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "jhub"
+    assert rules_of(role) == {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenancy-leader-election"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "tenancy", "namespace": "jhub"}]
+    assert rules_of(one(objs, "ClusterRole", "tenancy-jhub")) == {**BACKEND_RULES, **PROVISIONER_RULES}
+
+    c = load_config(one(objs, "ConfigMap", "tenancy"), tmp_path)
+    assert c.TenancyService.leader_election is True
+    assert (c.TenancyService.lease_name, c.TenancyService.lease_namespace) == ("tenancy", "jhub")
+    assert (c.TenancyService.lease_duration_seconds, c.TenancyService.renew_deadline_seconds,
+            c.TenancyService.retry_period_seconds) == (20, 10, 2)
+    assert c.TenancyService.db_url == values["database"]["url"] or "TENANCY_DB_URL" in os.environ
+    assert not_granted(one(objs, "ClusterRole"), c, [role]) == []
+    # the lease rules are needed: without the Role they are what is missing
+    assert not_granted(one(objs, "ClusterRole"), c) == [(v, "coordination.k8s.io", "leases", "jhub")
+                                                      for v in ("get", "create", "update")]
+
+    # the PDB can be turned off; one replica is as before (no lease, Recreate, no PDB)
+    objs = render(helm, tmp_path, {**values, "pdb": {"enabled": False}})
+    assert "PodDisruptionBudget" not in [o["kind"] for o in objs]
+    objs = render(helm, tmp_path, {"replicas": 1, "database": values["database"]})
+    assert not [o for o in objs if o["kind"] in ("Role", "RoleBinding", "PodDisruptionBudget")]
+    assert one(objs, "Deployment")["spec"]["strategy"] == {"type": "Recreate"}
+    assert "leader_election" not in load_config(one(objs, "ConfigMap"), tmp_path).TenancyService
+
+
 #: Bad values and what helm says: the key, where it is, and what is wrong.
 BAD_VALUES = {
     "wrong type": ({"service": {"port": "http"}}, "at '/service/port': got string, want integer"),
-    "unknown key": ({"replicas": 2}, "at '': additional properties 'replicas' not allowed"),
+    "unknown key": ({"replica": 2}, "at '': additional properties 'replica' not allowed"),
+    "replicas on SQLite": ({"replicas": 2}, "at '/database/url': '' does not match pattern '^postgres"),
+    "no replica": ({"replicas": 0}, "at '/replicas': minimum: got 0, want 1"),
     "a typo in a key": ({"training": {"useJob": False}}, "at '/training': additional properties 'useJob' not allowed"),
     "negative": ({"kubernetes": {"createConcurrency": -1}}, "at '/kubernetes/createConcurrency': minimum: got -1, want 1"),
     "negative pdb": ({"pdb": {"maxUnavailable": -1}}, "at '/pdb/maxUnavailable': minimum: got -1, want 0"),

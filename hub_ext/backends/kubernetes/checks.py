@@ -6,7 +6,8 @@ waits in the queue with that line as its message) until it passes: better than
 admitting a thousand workloads that the API server then refuses one by one.
 
 - ``rbac``: every verb the service uses, asked of the API server itself
-  (``SelfSubjectAccessReview``), so a chart or Role that lacks one says which;
+  (``SelfSubjectAccessReview``), so a chart or Role that lacks one says which (with
+  leader election, the Lease's verbs in its namespace too);
 - ``priority-classes``: every PriorityClass workloads may use exists on the
   cluster (the API server refuses pods naming a missing one);
 - ``quota-tree``: the ``ElasticQuotaTree`` named by ``quota_tree_object`` is
@@ -39,7 +40,19 @@ def needed_permissions(backend) -> list[tuple[str, str, str, str | None]]:
                 for v in ("get", "list", "create", "update", "delete", "escalate", "bind")]
         out += [(v, "rbac.authorization.k8s.io", "rolebindings", None) for v in ("get", "list", "create", "update", "delete")]
         out += [(v, "scheduling.k8s.io", "priorityclasses", None) for v in ("get", "create", "update", "delete")]
+    namespace = lease_namespace_of(backend)
+    if namespace is not None:
+        out += [(v, "coordination.k8s.io", "leases", namespace) for v in ("get", "create", "update")]
     return out
+
+
+def lease_namespace_of(backend) -> str | None:
+    """The namespace of the leader election's Lease when the service that runs ``backend`` elects a
+    leader (``TenancyService.leader_election``), else None."""
+    service = getattr(backend, "parent", None)
+    if not getattr(service, "leader_election", False):
+        return None
+    return service.lease_namespace
 
 
 def check_rbac(api: Api, needed) -> str | None:
@@ -61,7 +74,7 @@ def check_rbac(api: Api, needed) -> str | None:
     if not missing:
         return None
     return (f"the service's Kubernetes identity may not {', '.join(missing)}: grant these "
-            "(the chart's ClusterRole has them) and the service goes on by itself")
+            "(the chart's ClusterRole and Role have them) and the service goes on by itself")
 
 
 def check_priority_classes(api: Api, classes: dict, provision: bool) -> tuple[str | None, str | None]:
