@@ -304,8 +304,9 @@ def test_the_service_restarted_mid_queue_loses_nothing(hub):
                                                              "resources": {"requests": {"cpu": cpu}}})
         assert status == 201, job
         ids.append(job["id"])
-    time.sleep(1)
-    before = {j: svc(hub, "bob", "GET", f"/workloads/{j}")[1] for j in ids}
+    # admitted on the service's next tick (within a second; longer on a loaded machine)
+    before = wait_for(lambda: (lambda d: d if d[ids[0]]["state"] == "Running" and _pid_of(hub, d[ids[0]]) else None)(
+        {j: svc(hub, "bob", "GET", f"/workloads/{j}")[1] for j in ids}), "b0 to run")
     assert [before[j]["state"] for j in ids] == ["Running", "Pending", "Pending", "Pending"]
     assert [before[j]["leafPosition"] for j in ids[1:]] == [1, 2, 3]
     running_pid = _pid_of(hub, before[ids[0]])
