@@ -284,8 +284,6 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         self._follows: dict[tuple[str, str], Followed] = {}  # (namespace, object name) -> the same
         self._forgotten: dict[tuple[str, str], str] = {}  # objects of lost pods being deleted: never adopted
         self._our_pods: dict[tuple[str, str], dict] = {}  # (namespace, pod name) -> our pod as last seen
-        # the same pods by (namespace, object name) and pod uid: a start finds its object's pods in O(1)
-        self._by_object: dict[tuple[str, str], dict[str, dict]] = {}
         self._gone_waiters: dict[tuple[str, str], asyncio.Event] = {}
         self._ours: Informer | None = None
         self._ours_listed: asyncio.Event | None = None
@@ -887,8 +885,9 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             self._unregister(old)
         self._followed[f.uid] = f
         self._follows[(f.namespace, f.name)] = f
-        for pod in self._by_object.get((f.namespace, f.name), {}).values():  # what the watch saw already
-            f.pods[pod["metadata"]["uid"]] = pod
+        for key, pod in self._our_pods.items():  # what the watch saw already
+            if key_of(pod) == (f.namespace, f.name):
+                f.pods[pod["metadata"]["uid"]] = pod
         return f
 
     def _unregister(self, f: Followed) -> None:
@@ -907,7 +906,6 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             by_object: dict = {}
             for pod in obj:
                 by_object.setdefault(key_of(pod), {})[pod["metadata"]["uid"]] = pod
-            self._by_object = {key: dict(pods) for key, pods in by_object.items()}
             for key, f in self._follows.items():
                 fresh = by_object.get(key, {})
                 for puid, old in f.pods.items():
@@ -919,20 +917,13 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             return
         meta = obj.get("metadata") or {}
         key = (meta.get("namespace"), meta.get("name"))
-        owner = key_of(obj)
         if kind == "DELETED":
             self._our_pods.pop(key, None)
-            pods = self._by_object.get(owner)
-            if pods is not None:
-                pods.pop(meta.get("uid"), None)
-                if not pods:
-                    del self._by_object[owner]
             self._wake_gone(key)
             obj = {**obj, "_deleted": True}
         else:
             self._our_pods[key] = obj
-            self._by_object.setdefault(owner, {})[meta.get("uid")] = obj
-        f = self._follows.get(owner)
+        f = self._follows.get(key_of(obj))
         if f is not None:
             f.pods[meta.get("uid")] = obj
             f.changed.set()
@@ -962,7 +953,6 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         following it (a stop, an eviction: those report themselves); the watch wakes us."""
         loop = asyncio.get_running_loop()
         outcome = None  # ("ended", code, reason) or ("lost", why)
-        checks = 0  # times we asked why its Job has no pod
         while self._live(f):
             if not self._ours_listed.is_set():
                 await _wait_event(self._ours_listed, 1.0)
@@ -993,10 +983,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             else:  # no pod yet: the Job controller has not made it (or could not)
                 self._observed(f, "Pending", None, "waiting for the Job controller to create its pod")
                 waited = None if since is None else loop.time() - since
-                if waited is None or waited > self.create_failure_seconds * (2 ** checks - 1):
-                    # Asked after create_failure_seconds, then at doubling intervals (at most a minute
-                    # apart): a Job controller behind on a long queue is not polled once per Job and second.
-                    checks += 1
+                if waited is None or waited > self.create_failure_seconds:
                     try:
                         found = await self._why_no_pod(f, waited)
                     except KubernetesError as err:
@@ -1005,7 +992,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                     if found is not None:
                         outcome = found
                         break
-                timeout = min(self.create_failure_seconds * 2 ** max(checks - 1, 0), 60.0)
+                timeout = self.create_failure_seconds
             f.changed.clear()
             if self._live(f):
                 await _wait_event(f.changed, timeout)
@@ -1044,12 +1031,8 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                 return ("ended", codes[-1], None)
             return ("lost", f"the pod of Job {f.namespace}/{f.name} was deleted before it ended")
         status = obj.get("status") or {}
-        # No pod yet, and the Job controller has looked at it (a startTime; it writes one even when it
-        # could not make the pod): it may be refused (a LimitRange, a ResourceQuota, an invalid spec).
-        # Not looked at yet: it is behind, and its events would say nothing (listing them for every Job
-        # of a long queue slows the API server, and so the Job controller, further).
-        if waited is not None and status.get("startTime") and \
-                not (status.get("active") or status.get("succeeded") or status.get("failed")):
+        if waited is not None and not (status.get("active") or status.get("succeeded") or status.get("failed")):
+            # No pod yet: the Job controller may be refused (a LimitRange, a ResourceQuota, an invalid spec).
             uid = obj["metadata"].get("uid")
             events = await self._call(self.api.request, "GET", f"/api/v1/namespaces/{f.namespace}/events",
                                       query={"fieldSelector": f"involvedObject.uid={uid},reason=FailedCreate"})
