@@ -147,13 +147,19 @@ class _PostgresLock:
     def try_acquire(self) -> bool:
         return bool(self._connect().execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": self.KEY}).scalar())
 
-    def holder(self) -> dict | None:
+    #: the granted advisory lock of ours in this database (pg_locks splits a bigint key in two halves)
+    _HELD = ("l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+             "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+             "AND l.classid::bigint = :hi AND l.objid::bigint = :lo")
+
+    def _key_halves(self) -> dict:
         key = self.KEY & 0xFFFFFFFFFFFFFFFF
+        return {"hi": key >> 32, "lo": key & 0xFFFFFFFF}
+
+    def holder(self) -> dict | None:
         row = self._connect().execute(text(
-            "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-            "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
-            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-            "AND l.classid::bigint = :hi AND l.objid::bigint = :lo"), {"hi": key >> 32, "lo": key & 0xFFFFFFFF}).first()
+            "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE " + self._HELD),
+            self._key_halves()).first()
         parts = (row[0] or "").split() if row else []
         if len(parts) < 4 or parts[0] != "tenancy-serve":
             return None
@@ -165,12 +171,9 @@ class _PostgresLock:
 
     def end_holder(self) -> bool:
         """End the session that holds the lock (not ours); True if one was ended."""
-        key = self.KEY & 0xFFFFFFFFFFFFFFFF
         ended = self._connect().execute(text(
-            "SELECT pg_terminate_backend(l.pid) FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted "
-            "AND l.objsubid = 1 AND l.pid <> pg_backend_pid() "
-            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-            "AND l.classid::bigint = :hi AND l.objid::bigint = :lo"), {"hi": key >> 32, "lo": key & 0xFFFFFFFF}).all()
+            "SELECT pg_terminate_backend(l.pid) FROM pg_locks l WHERE l.pid <> pg_backend_pid() AND " + self._HELD),
+            self._key_halves()).all()
         return any(row[0] for row in ended)
 
     def alive(self) -> bool:
