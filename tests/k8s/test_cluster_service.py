@@ -76,7 +76,8 @@ async def stop_tasks(controller):
     await asyncio.gather(*controller._tasks, return_exceptions=True)
 
 
-def test_killed_mid_queue_and_restarted(control_plane, api, namespace, node, tmp_path):
+@pytest.mark.asyncio
+async def test_killed_mid_queue_and_restarted(control_plane, api, namespace, node, tmp_path):
     """Five 3-CPU jobs on a 10-CPU node: three run, two queue. SIGKILL. While the service is away
     one running job ends, one is killed (its pod deleted), one runs on. Restart: nothing lost,
     nothing created twice, the killed one queued again first (lost, not failed), the queue in order."""
@@ -137,10 +138,11 @@ def test_killed_mid_queue_and_restarted(control_plane, api, namespace, node, tmp
         assert controller.view(rows["job4"])["state"] == "Pending"
         await stop_tasks(controller)
 
-    asyncio.run(main())
+    await main()
 
 
-def test_jobs_report_status_from_the_cluster(control_plane, api, namespace, node, tmp_path):
+@pytest.mark.asyncio
+async def test_jobs_report_status_from_the_cluster(control_plane, api, namespace, node, tmp_path):
     node_name, key, value = node
 
     async def main():
@@ -174,10 +176,11 @@ def test_jobs_report_status_from_the_cluster(control_plane, api, namespace, node
         assert any(e["type"] == "failed" and "exited with status 3" in e["message"] for e in events), events
         await stop_tasks(controller)
 
-    asyncio.run(main())
+    await main()
 
 
-def test_foreign_pods_and_cluster_quota(control_plane, api, namespace, node, tmp_path):
+@pytest.mark.asyncio
+async def test_foreign_pods_and_cluster_quota(control_plane, api, namespace, node, tmp_path):
     """A pod made with kubectl takes room; the namespace's ResourceQuota refuses before creation."""
     node_name, key, value = node
     core = client.CoreV1Api(api)
@@ -243,7 +246,7 @@ def test_foreign_pods_and_cluster_quota(control_plane, api, namespace, node, tmp
     other, elsewhere = f"{namespace}-other", f"{node_name}-elsewhere"
     control_plane.add_node(elsewhere, {"cpu": "4", "memory": "8Gi"}, labels={"tenancy-test/service": "elsewhere"})
     try:
-        asyncio.run(main())
+        await main()
     finally:
         for name in (f"{node_name}-2", elsewhere):
             try:
@@ -270,7 +273,8 @@ def test_serve_without_credentials_is_one_line(tmp_path):
     assert "missing.kubeconfig" in lines[0]
 
 
-def test_tenants_provisioned_when_groups_change(control_plane, api, node, tmp_path):
+@pytest.mark.asyncio
+async def test_tenants_provisioned_when_groups_change(control_plane, api, node, tmp_path):
     """With ``provision`` on, a new tenant gets its namespace, RBAC, quota and limits; the quota then
     refuses in the scheduler as the API server would."""
     from traitlets.config import Config
@@ -300,6 +304,8 @@ def test_tenants_provisioned_when_groups_change(control_plane, api, node, tmp_pa
         await until(lambda: runner.done() or ("ResourceQuota", namespace, "dev-quota") in backend._limits_applied,
                     "the quota to be read")
         assert not runner.done(), runner.exception()
+        # until the start-up checks ran once nothing is admitted ("service-blocked"), whatever the quota says
+        await until(lambda: backend.checked.is_set(), "the start-up checks to run")
         huge = {"cpu": "21", "memory": "1Gi"}
         row = controller.submit(ADMIN, {"kind": "training", "namespace": namespace, "name": "huge", "command": ["x"],
                                         "resources": {"requests": huge, "limits": huge}})
@@ -313,7 +319,7 @@ def test_tenants_provisioned_when_groups_change(control_plane, api, node, tmp_pa
         await backend.provision_now([])  # the tenant is gone: what was made for it goes (not the namespace)
 
     try:
-        asyncio.run(main())
+        await main()
         assert not core.list_namespaced_resource_quota(namespace).items
     finally:
         try:
