@@ -126,7 +126,31 @@ def _validate(args) -> int:
     return 0
 
 
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of whole numbers: {text!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"not a list of positive sizes: {text!r}")
+    return sizes
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
 def _bench(args) -> int:
+    if args.cluster:
+        from .bench.cluster import main as cluster_main
+
+        return cluster_main(args)
     from .bench.runner import main as bench_main
 
     return bench_main(args)
@@ -238,6 +262,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object per measurement")
     p.add_argument("--quick", action="store_true", help="small sizes only (seconds, for a smoke run)")
     p.add_argument("--seed", type=int, default=1, help="random seed for the synthetic clusters")
+    p.add_argument("--cluster", metavar="KUBECONFIG",
+                   help="instead: single-pod Jobs on this cluster, plain kube-scheduler against the service's REST "
+                        "API (needs kwok there; tools/bench/cluster_bench.py starts a control plane for it)")
+    p.add_argument("--pods", type=_sizes, default=[1000, 5000], help="with --cluster: sizes, e.g. 1000,5000")
+    p.add_argument("--nodes", type=int, default=100, help="with --cluster: kwok nodes to make")
+    p.add_argument("--rounds", type=_positive, default=3,
+                   help="with --cluster: plain and service runs per size, in turns; the medians are reported")
+    p.add_argument("--node-cpu", default="32")
+    p.add_argument("--node-memory", default="256Gi")
+    p.add_argument("--pod-cpu", default="500m")
+    p.add_argument("--pod-memory", default="1Gi")
+    p.add_argument("--queued", type=int, default=5000,
+                   help="with --cluster: jobs left waiting before the last submits are timed (0: skip)")
+    p.add_argument("--probes", type=int, default=500, help="with --cluster: submits timed behind --queued")
+    p.add_argument("--service-qps", type=float, default=500.0, help="with --cluster: KubernetesBackend.api_qps")
+    p.add_argument("--service-burst", type=int, default=1000, help="with --cluster: KubernetesBackend.api_burst")
+    p.add_argument("--create-concurrency", type=int, default=16,
+                   help="with --cluster: KubernetesBackend.create_concurrency, and the plain run's creating threads")
+    p.add_argument("--timeout", type=float, default=900.0, help="with --cluster: seconds to wait for pods to run")
+    p.add_argument("--settle", type=float, default=3.0, help="with --cluster: seconds to look for duplicates")
+    p.add_argument("--workdir", default=None, help="with --cluster: where the hub's and service's files go")
+    p.add_argument("--profile", default=None, metavar="PREFIX",
+                   help="with --cluster: py-spy flame graphs of the service, PREFIX-<pods>.svg")
     p.set_defaults(func=_bench)
 
     p = sub.add_parser("submit", help="submit a training job (inside a hub notebook or terminal)")

@@ -100,6 +100,9 @@ class Engine:
         self.resource_quotas: dict[str, dict[str, ResourceQuota]] = {}
         self.limit_ranges: dict[str, dict[str, LimitRange]] = {}
         self.rq_used: dict[tuple[str, str], ResourceList] = {}
+        # Namespaces where a ResourceQuota's usage went down or a quota changed since the owner last
+        # looked (it empties the set): pods refused there may fit now.
+        self.quota_freed: set[str] = set()
         self.pods: dict[int, Pod] = {}
         self.pending = SortedKeyList(key=Pod.sort_key)  # every waiting pod (not nominated), in queue order
         self.backlog = Backlog(self.cluster)  # the waiting pods (gang leads) worth a look, and what wakes the rest
@@ -283,6 +286,7 @@ class Engine:
     def apply_resource_quota(self, rq: ResourceQuota) -> None:
         self.resource_quotas.setdefault(rq.namespace, {})[rq.name] = rq
         self.rq_used[(rq.namespace, rq.name)] = {}
+        self.quota_freed.add(rq.namespace)
         for pod in self.pods.values():
             if pod.namespace == rq.namespace and pod.phase in _COUNTED and rq.matches(pod.spec, pod.priority_class):
                 self._count_in_quota(rq, pod)
@@ -300,6 +304,7 @@ class Engine:
         """The ResourceQuota is gone: it no longer limits nor counts anything."""
         self.resource_quotas.get(namespace, {}).pop(name, None)
         self.rq_used.pop((namespace, name), None)
+        self.quota_freed.add(namespace)
         for pod in self.pods.values():
             if pod.namespace == namespace:
                 pod.quota_usage.pop(name, None)
@@ -570,6 +575,7 @@ class Engine:
                 used = self.rq_used.get((pod.namespace, qname))
                 if used is not None:
                     add_into(used, need, -1)
+                    self.quota_freed.add(pod.namespace)
             pod.quota_usage = {}
 
     # -- decisions ----------------------------------------------------------

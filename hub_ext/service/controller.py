@@ -15,6 +15,8 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
+from sqlalchemy import inspect as sa_inspect
+
 from ..quota.errors import ValidationError
 from ..quota.limitrange import LimitRange
 from ..quota.namespace import Namespace
@@ -89,6 +91,20 @@ class Controller:
         self.foreign: dict[str, int] = {}  # cluster pods we did not create (by their cluster uid) -> engine uid
         self.listeners: set[asyncio.Queue] = set()
         self._dirty = asyncio.Event()
+        # What the next tick looks at: the workloads that changed (submitted, a pod ended or was lost,
+        # an eviction done), or all of them after a change that may concern any (a tree, nodes, health).
+        self._changed: set[str] = set()
+        self._full = True
+        # Workloads with a pod the API server refused (a ResourceQuota, say), by namespace: their owner
+        # tries again, as a ReplicaSet or Job controller retries, on the passes after a quota's usage
+        # went down in that namespace (a pod deleted or ended, a quota changed: ``engine.quota_freed``),
+        # which needs no change to the workload itself. Thousands refused wait at no cost per pass.
+        self._retrying: dict[str, set[str]] = {}
+        self._waiters: list[tuple[WorkloadRow, asyncio.Future]] = []  # submissions waiting for a tick's commit
+        self._reasons: dict[int, object] = {}  # engine uid -> the pod's reason as last written to its row
+        self._positions: dict | None = None  # queue positions as of the last tick (see queue_positions)
+        self._looping = False  # run() is ticking
+        self._gauges_at = float("-inf")  # when the metrics' gauges were last set
         self._tasks: set[asyncio.Task] = set()
         self._missing: dict[str, float] = {}  # notebook workload id -> when the hub was first seen without its server
         # notebook workload id -> {"deadline", "message"} while it is being evicted: the page counts down
@@ -175,7 +191,6 @@ class Controller:
             return
         requeued = self.engine.requeue(uid)
         self._requeued(requeued, lost={uid}, stop={p.uid for p in requeued if p.uid != uid}, why=why)
-        self.poke()
 
     def _requeued(self, pods, *, lost: set, stop: set, why: str) -> None:
         """Book pods the engine queued again: the lost ones' objects go (never adopted), members of their
@@ -202,6 +217,7 @@ class Controller:
             self._sync(self.rows[wid])
         self.store.commit()
         self.notify(touched)
+        self.poke(touched)
 
     def pod_observed(self, uid: int, phase: str, node: str | None, message: str | None) -> None:
         """What the cluster says of a started pod: ``Running`` on ``node``, or ``Pending`` (waiting for
@@ -224,7 +240,7 @@ class Controller:
             self.engine.add_node(node.name, node.allocatable, node.labels)
             self.log.info("node %s joined", node.name)
         if nodes:
-            self.poke()
+            self.poke([])  # only the queue: no workload of ours changed
 
     # -- pods we did not create -------------------------------------------------------
     def observe_foreign(self, key: str, namespace: str, name: str, spec, node: str | None) -> None:
@@ -234,13 +250,13 @@ class Controller:
             return
         pod = self.engine.occupy(namespace, name, spec, node, self.clock(), owner=("Foreign", name))
         self.foreign[key] = pod.uid
-        self.poke()
+        self.poke([])  # only the queue: no workload of ours changed
 
     def forget_foreign(self, key: str) -> None:
         uid = self.foreign.pop(key, None)
         if uid is not None:
             self.engine.delete(uid)
-            self.poke()
+            self.poke([])  # only the queue: no workload of ours changed
 
     def preview_tree(self, tree: ElasticQuotaTree | None) -> dict:
         """What changing the tree to ``tree`` would do now, on a copy: who would be evicted, who would start."""
@@ -344,6 +360,43 @@ class Controller:
                 "evictions": victims}
 
     def submit(self, who: Identity, body) -> WorkloadRow:
+        """Queue a workload and commit it now (in-process callers); the loop decides on its next tick."""
+        row = self._submission(who, body)
+        try:
+            self.store.commit()
+        except Exception:
+            self.store.session.rollback()
+            self._drop(row)
+            raise
+        self.poke([row.id])
+        return row
+
+    async def submit_and_decide(self, who: Identity, body) -> WorkloadRow:
+        """Queue a workload and return once a scheduling pass has decided on it and committed it, with
+        the other submissions of that pass (one commit for all: a group commit). Refusals of the
+        submission itself (400, 403, 429) are raised at once."""
+        row = self._submission(who, body)
+        if not self._looping:  # no loop (in-process use): decide now
+            try:
+                self.store.commit()
+            except Exception:
+                self.store.session.rollback()
+                self._drop(row)
+                raise
+            self.poke([row.id])
+            try:
+                self.tick()  # answer with the decision when it is immediate
+            except Exception:  # noqa: BLE001 - the workload is stored; the next pass decides
+                self.log.exception("scheduling pass failed")
+            return row
+        done = asyncio.get_running_loop().create_future()
+        self._waiters.append((row, done))
+        self.poke([row.id])
+        await done
+        return row
+
+    def _submission(self, who: Identity, body) -> WorkloadRow:
+        """A checked submission in the engine and in the store's session (not committed)."""
         spec, tenant, namespace = self._checked_submission(who, body)
         kind, pc = spec["kind"], spec["priorityClassName"]
         now = self.clock()
@@ -351,24 +404,27 @@ class Controller:
         name = spec.get("name") or (f"nb-{who.name}" if kind == NOTEBOOK else "train") + f"-{wid}"
         row = WorkloadRow(id=wid, kind=kind, name=_dns(name), user=who.name, namespace=namespace,
                           tenant=tenant.group if tenant else None, spec=spec, state="Pending", created=now,
-                          succeeded=0)
-        self.store.add(row)
+                          succeeded=0, pods=[])
         try:
             self._make_owner(row)
-            self.store.record(now, "submitted", f"{who.name} submitted {kind} {row.name} to {namespace} at {pc}", wid)
             self._reconcile(row, now)
-            self._sync(row)
-            self.store.commit()
         except Exception:
-            self.store.session.rollback()
-            owner = self.owners.pop(wid, None)
-            for pod in owner.pods if owner else []:
-                self.engine.delete(pod.uid)
-                self.pod_rows.pop(pod.uid, None)
-            self.rows.pop(wid, None)
+            self._drop(row)
             raise
-        self.poke()
+        # Into the session only once the engine took it: a refusal leaves other submissions' rows alone.
+        self.store.add(row)
+        self.store.record(now, "submitted", f"{who.name} submitted {kind} {row.name} to {namespace} at {pc}", wid)
+        self._sync(row)
         return row
+
+    def _drop(self, row: WorkloadRow) -> None:
+        """Forget a submission that was not stored."""
+        owner = self.owners.pop(row.id, None)
+        for pod in owner.pods if owner else []:
+            self.engine.delete(pod.uid)
+            self.pod_rows.pop(pod.uid, None)
+            self._reasons.pop(pod.uid, None)
+        self.rows.pop(row.id, None)
 
     def _check_queue_share(self, who: Identity) -> None:
         """One user's backlog must not push a teammate's work to the back of a long queue.
@@ -425,7 +481,7 @@ class Controller:
         self.evicting.pop(row.id, None)
         self.store.commit()
         self.notify([row.id])
-        self.poke()
+        self.poke([])
         return row
 
     def reconcile_servers(self, active: set[tuple[str, str]], grace: float) -> list[WorkloadRow]:
@@ -455,10 +511,33 @@ class Controller:
             raise Forbidden(f"{who.name} may not act on workloads in namespace {row.namespace}")
 
     # -- the loop -----------------------------------------------------------------
-    def poke(self) -> None:
+    def poke(self, workload_ids=None) -> None:
+        """Ask for a tick: for the workloads ``workload_ids`` (and what is queued), or, without them,
+        for every active workload (after a change that may concern any)."""
+        if workload_ids is None:
+            self._full = True
+        else:
+            self._changed.update(w for w in workload_ids if w is not None)
         self._dirty.set()
 
+    def queue_positions(self) -> dict:
+        """``engine.positions()`` as of the last tick, worked out once for the answers of its submissions."""
+        if self._positions is None:
+            self._positions = self.engine.positions()
+        return self._positions
+
     async def run(self, interval: float = 1.0) -> None:
+        self._looping = True
+        try:
+            await self._run(interval)
+        finally:
+            self._looping = False
+            for _, done in self._waiters:
+                if not done.done():
+                    done.cancel()
+            self._waiters = []
+
+    async def _run(self, interval: float) -> None:
         while True:
             # asyncio.wait, not wait_for: before Python 3.12, wait_for swallows a cancellation that comes
             # as the event is set, and the service would never stop.
@@ -474,33 +553,78 @@ class Controller:
                 self.log.exception("scheduling pass failed")
 
     def tick(self) -> None:
+        """One scheduling pass: reconcile the workloads that changed (all of them after a ``poke()``
+        without ids), ask the engine, start and evict, write what changed, commit once."""
         now = self.clock()
         started = time.perf_counter()
+        full, self._full = self._full, False
+        waiters, self._waiters = self._waiters, []
         touched: set[str] = set()
-        for _ in range(100):
-            for wid, row in list(self.rows.items()):
-                self._reconcile(row, now)
-            # While a blocking problem lasts (a start-up check, the API server away) nothing is admitted.
-            decisions = self.engine.schedule(now) if not self.health.blocking else None
-            if not decisions:
-                break
-            for pod in decisions.admitted:
-                self._start(pod, now)
-                touched.add(self._wid(pod))
-            for ev in decisions.evictions:
-                self._evict(ev, now)
-                touched.add(self._wid(ev.victim))
-            for pod in decisions.nominated:
-                touched.add(self._wid(pod))
-        if self.metrics is not None:
-            self.metrics.observe_tick(self, time.perf_counter() - started)
-        for row in list(self.rows.values()):
-            before = row.state
-            self._sync(row)
-            if row.state != before:  # e.g. a job that finished: its watchers hear it
-                touched.add(row.id)
-        self.store.commit()
-        self.notify(touched)
+        seen: set[str] = set()
+        self._positions = None
+        try:
+            for _ in range(100):
+                freed, self.engine.quota_freed = self.engine.quota_freed, set()
+                changed, self._changed = self._changed, set()
+                for namespace in freed:
+                    waiting = self._retrying.get(namespace, set())
+                    waiting.intersection_update(self.rows)  # those that ended meanwhile
+                    changed |= waiting
+                seen |= changed
+                for wid in list(self.rows) if full else changed:
+                    row = self.rows.get(wid)
+                    if row is not None:
+                        self._reconcile(row, now)
+                # While a blocking problem lasts (a start-up check, the API server away) nothing is admitted.
+                decisions = self.engine.schedule(now) if not self.health.blocking else None
+                if not decisions:
+                    break
+                for pod in decisions.admitted:
+                    self._start(pod, now)
+                    touched.add(self._wid(pod))
+                for ev in decisions.evictions:
+                    self._evict(ev, now)
+                    touched.add(self._wid(ev.victim))
+                for pod in decisions.nominated:
+                    touched.add(self._wid(pod))
+            if self.metrics is not None:
+                took = time.perf_counter() - started
+                if started - self._gauges_at >= 1.0:  # the gauges count every pod: once a second at most
+                    self._gauges_at = started
+                    self.metrics.observe_tick(self, took)
+                else:
+                    self.metrics.decision.observe(took)
+            for wid in list(self.rows) if full else seen | touched:
+                row = self.rows.get(wid)
+                if row is None:
+                    continue
+                before = row.state
+                self._sync(row)
+                if row.state != before:  # e.g. a job that finished: its watchers hear it
+                    touched.add(row.id)
+            # Waiting pods the engine looked at may wait for another reason now: their rows say so.
+            for pod in self.engine.pending:
+                if pod.reason is not self._reasons.get(pod.uid, False) and pod.uid in self.pod_rows:
+                    self._sync_pod(pod)
+                    touched.add(self._wid(pod))
+            self.store.commit()
+            lost = [row for row, _ in waiters if not sa_inspect(row).persistent]
+            if lost:  # rolled back by someone else (a failed history sample) before this commit: again
+                for row in lost:
+                    self.store.add(row)
+                self.store.commit()
+        except BaseException as err:
+            if waiters:
+                self.store.session.rollback()
+                for row, done in waiters:
+                    self._drop(row)
+                    if not done.done():
+                        done.set_exception(err if isinstance(err, Exception) else RuntimeError("stopped"))
+            raise
+        for _, done in waiters:
+            if not done.done():
+                done.set_result(None)
+        self.notify(touched - {None})
 
     def _wid(self, pod) -> str | None:
         prow = self.pod_rows.get(pod.uid)
@@ -512,6 +636,10 @@ class Controller:
             return
         before = {p.uid for p in owner.pods}
         owner.reconcile(self.engine, now)
+        if any(p.phase is Phase.REJECTED for p in owner.pods):
+            self._retrying.setdefault(row.namespace, set()).add(row.id)
+        elif row.id in self._retrying.get(row.namespace, ()):
+            self._retrying[row.namespace].discard(row.id)
         for index, pod in enumerate(owner.pods):
             if pod.uid not in before and pod.uid not in self.pod_rows:
                 prow = PodRow(workload_id=row.id, index=_index(pod.name, index), name=pod.name,
@@ -590,7 +718,7 @@ class Controller:
                 self._finish_failed(row, now)
         self._sync_pod(pod)
         self.store.commit()
-        self.poke()
+        self.poke([row.id] if row else [])
 
     def _finish_failed(self, row: WorkloadRow, now: float) -> None:
         owner = self.owners.pop(row.id, None)
@@ -615,6 +743,7 @@ class Controller:
         self._sync_pod(pod)
         for p in started:
             self._start(p, now)
+            self._changed.add(self._wid(p))
         prow = self.pod_rows.pop(uid, None)
         self.engine.delete(uid)  # evicted: its row keeps the story; a Job's owner makes a new pod
         row = self.rows.get(prow.workload_id) if prow else None
@@ -627,21 +756,23 @@ class Controller:
         self.store.commit()
         if row is not None:
             self.notify([row.id])
-        self.poke()
+        self.poke([row.id] if row is not None else [])
 
     # -- state of rows ----------------------------------------------------------------
     def _sync_pod(self, pod) -> None:
         prow = self.pod_rows.get(pod.uid)
         if prow is None:
             return
+        self._reasons[pod.uid] = pod.reason
         reason = pod.reason.to_dict() if pod.reason else None
         if pod.phase is Phase.PENDING and reason and (prow.reason or {}).get("reason") != reason["reason"]:
             # The reason history of the job's page: each new reason it waits for, once.
             self.store.record(self.clock(), "waiting", reason["message"], prow.workload_id, reason.get("details"))
-        prow.phase, prow.node = pod.phase.value, pod.node
-        prow.admitted_at, prow.finished_at = pod.admitted_at, pod.finished_at
-        prow.created = pod.created
-        prow.reason = reason
+        # Only what changed is written: an unchanged row stays clean and costs the commit nothing.
+        for attr, value in (("phase", pod.phase.value), ("node", pod.node), ("admitted_at", pod.admitted_at),
+                            ("finished_at", pod.finished_at), ("created", pod.created), ("reason", reason)):
+            if getattr(prow, attr) != value:
+                setattr(prow, attr, value)
 
     def _sync(self, row: WorkloadRow, owner: Owner | None = None) -> None:
         owner = owner or self.owners.get(row.id)
@@ -658,14 +789,15 @@ class Controller:
                 self.engine.delete(pod.uid)
                 self.pod_rows.pop(pod.uid, None)
         elif any(p is Phase.RUNNING for p in phases):
-            row.state = "Running"
+            if row.state != "Running":
+                row.state = "Running"
         elif row.kind == NOTEBOOK and phases and phases[0] is Phase.REJECTED:
             row.state, row.finished = "Rejected", self.clock()
             self.rows.pop(row.id, None)
             self.owners.pop(row.id, None)
             for pod in owner.pods:
                 self.engine.delete(pod.uid)
-        elif row.state not in FINAL:
+        elif row.state not in FINAL and row.state != "Pending":
             row.state = "Pending"
 
     # -- views ------------------------------------------------------------------------

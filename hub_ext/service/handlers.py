@@ -333,19 +333,15 @@ class WorkloadsHandler(APIHandler):
             if dry_run:  # what it would do now (start, wait, evict whom); nothing is stored
                 self.send(self.controller.preview_submit(self.identity, self.body()))
                 return
-            row = self.controller.submit(self.identity, self.body())
+            # answered once the next scheduling pass decided on it and committed it (with the others it took)
+            row = await self.controller.submit_and_decide(self.identity, self.body())
         except ValidationError as err:
             raise web.HTTPError(400, str(err)) from None
         except Forbidden as err:
             raise web.HTTPError(403, str(err)) from None
         except TooMany as err:
             raise web.HTTPError(429, str(err)) from None
-        try:
-            self.controller.tick()  # answer with the decision when it is immediate
-        except Exception:  # noqa: BLE001 - the workload exists; the loop will decide
-            self.controller.log.exception("scheduling pass failed")
-            self.controller.poke()
-        self.send(self.controller.view(row), 201)
+        self.send(self.controller.view(row, positions=self.controller.queue_positions()), 201)
 
 
 class WorkloadHandler(APIHandler):
@@ -426,6 +422,9 @@ class MetricsHandler(APIHandler):
             self._body, self._body_size = [], 0
 
     async def get(self):
+        history = self.settings.get("history")
+        if history is not None:
+            history.refresh_metrics()
         self.set_header("Content-Type", CONTENT_TYPE_LATEST)
         self.finish(generate_latest(self.settings["metrics"].registry))
 

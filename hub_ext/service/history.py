@@ -215,18 +215,27 @@ class History:
         for queue in list(self.controller.listeners):
             queue.put_nowait(message)
 
-    def step(self, now: float | None = None) -> dict:
-        """One round of the loop: store a sample when due, push the live snapshot when it changed."""
+    def step(self, now: float | None = None) -> dict | None:
+        """One round of the loop: store a sample when due, push the live snapshot when it changed.
+        Between samples, with nobody listening, nothing is worked out (a snapshot reads every pod:
+        thousands, every ``live`` seconds, under load); ``/metrics`` takes its own when scraped."""
         now = self.controller.clock() if now is None else now
         if now - self._last_stored >= self.interval:
             snap = self.take(now)
-        else:
+        elif self.controller.listeners:
             snap = snapshot(self.controller, now)
+        else:
+            return None
         if self.metrics is not None:
             self.metrics.observe_snapshot(snap)
         if self.controller.listeners:
             self.publish(snap)
         return snap
+
+    def refresh_metrics(self) -> None:
+        """The page figures' gauges as of now (before ``/metrics`` answers)."""
+        if self.metrics is not None:
+            self.metrics.observe_snapshot(snapshot(self.controller))
 
     async def run(self) -> None:
         while True:

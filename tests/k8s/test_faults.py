@@ -396,7 +396,10 @@ async def test_running_means_what_the_cluster_says(control_plane, api, namespace
         with paused(control_plane, "kube-scheduler"):
             row = c.submit(ADMIN, job("unplaced", namespace=namespace))
             await until(lambda: pods_of(api, namespace), "the job's pod to exist")
-            view = await until(lambda: (v := c.view(row))["reason"] == "waiting-for-kube-scheduler" and v,
+            # the pod exists on the API server; the service says so once its watch delivers it (until then
+            # it says the Job controller has not made the pod yet, with the same reason code)
+            view = await until(lambda: (v := c.view(row))["reason"] == "waiting-for-kube-scheduler"
+                               and v["message"].startswith("waiting for kube-scheduler") and v,
                                "the service to say the pod waits for kube-scheduler", timeout=10,
                                show=lambda: c.view(row))
             assert view["state"] == "Pending", view  # not "Running on a node"

@@ -68,7 +68,7 @@ BACKEND_RULES = {
     ("", "pods"): {"get", "list", "watch", "create", "delete"},
     ("", "pods/eviction"): {"create"},
     ("", "pods/log"): {"get"},
-    ("batch", "jobs"): {"get", "list", "create", "delete"},
+    ("batch", "jobs"): {"get", "list", "watch", "create", "delete"},
     ("", "events"): {"list"},
     ("scheduling.sigs.k8s.io", "elasticquotatrees"): {"get", "list"},
 }

@@ -260,12 +260,18 @@ class ControlPlane:
         start_timeout: float = 120.0,
         openssl: str = "openssl",
         extra_apiserver_args: list[str] | None = None,
+        extra_controller_manager_args: list[str] | None = None,
+        extra_scheduler_args: list[str] | None = None,
     ):
         self.workdir = Path(workdir).resolve()
         self.bin_dir = Path(bin_dir) if bin_dir else default_bin_dir()
         self.start_timeout = start_timeout
         self.openssl = openssl
         self.extra_apiserver_args = list(extra_apiserver_args or [])
+        # e.g. ["--kube-api-qps=500", "--kube-api-burst=1000"]: the defaults (20/30 for the
+        # controller-manager) hold the Job controller to about 8 pods/s
+        self.extra_controller_manager_args = list(extra_controller_manager_args or [])
+        self.extra_scheduler_args = list(extra_scheduler_args or [])
         self.pki = self.workdir / "pki"
         self.logs = self.workdir / "logs"
         self.kubeconfig = self.workdir / "admin.kubeconfig"
@@ -514,6 +520,7 @@ class ControlPlane:
             "--controllers=*,-node-ipam-controller,-node-lifecycle-controller",
             "--concurrent-gc-syncs=5",
             "--profiling=false",
+            *self.extra_controller_manager_args,
         ])
         sched_kc = self.workdir / "scheduler.kubeconfig"
         sched = self._spawn("kube-scheduler", [
@@ -524,6 +531,7 @@ class ControlPlane:
             f"--secure-port={sched_port}",
             "--leader-elect=false",
             "--profiling=false",
+            *self.extra_scheduler_args,
         ])
         # kwok watches Logs/ClusterLogs (--enable-crds): their CRDs must be served first
         self._install_kwok_crds(sched, deadline)

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from urllib.parse import quote
 
+import orjson
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
@@ -223,12 +224,12 @@ class Api:
         try:
             buffer = b""
             for chunk in raw.stream(amt=None, decode_content=False):
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
+                lines = (buffer + chunk).split(b"\n")
+                buffer = lines.pop()  # the start of an event still to come
+                for line in lines:
                     if not line.strip():
                         continue
-                    event = json.loads(line)
+                    event = orjson.loads(line)  # thousands of events a second under load: the fast parser
                     if event.get("type") == "ERROR":
                         obj = event.get("object") or {}
                         raise KubernetesError(f"watch of {kind.plural}: {obj.get('message') or obj}", obj.get("code"))

@@ -284,9 +284,17 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         self._follows: dict[tuple[str, str], Followed] = {}  # (namespace, object name) -> the same
         self._forgotten: dict[tuple[str, str], str] = {}  # objects of lost pods being deleted: never adopted
         self._our_pods: dict[tuple[str, str], dict] = {}  # (namespace, pod name) -> our pod as last seen
+        # the same pods by (namespace, object name) and pod uid: a start finds its object's pods in O(1)
+        self._by_object: dict[tuple[str, str], dict[str, dict]] = {}
         self._gone_waiters: dict[tuple[str, str], asyncio.Event] = {}
         self._ours: Informer | None = None
         self._ours_listed: asyncio.Event | None = None
+        # Our Jobs as the watch last saw them ((namespace, name) -> the Job; a deleted one as a tombstone
+        # {"_deleted": True, "metadata": ...}): why a Job has no pod is read here, not asked of the API
+        # server once per Job and check (that GET went to etcd: ~2 per Job, the API server's busiest load).
+        self._our_jobs: Informer | None = None
+        self._job_objs: dict[tuple[str, str], dict] = {}
+        self._jobs_listed = False
         self._node_watch: Informer | None = None
         self._node_objs: dict[str, dict] = {}
         self._tenants = None  # the tenants last handed to tenants_changed (None: not known yet)
@@ -438,7 +446,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                 watch.stop()
 
     def _watches(self) -> list[Informer]:
-        return [w for w in (self._pod_watch, self._node_watch, self._ours) if w is not None]
+        return [w for w in (self._pod_watch, self._node_watch, self._ours, self._our_jobs) if w is not None]
 
     def _kick_watches(self) -> None:
         for watch in self._watches():
@@ -838,6 +846,8 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         try:
             try:
                 kind = JOB if await self._jobs_served(self.create_retry_seconds) else POD
+                if kind is JOB:
+                    self._ensure_jobs_followed()
                 f = self._register(Followed(pod.uid, kind, row.namespace, pod.name))
                 body = self.job_manifest(row, pod) if kind is JOB else self.manifest(row, pod)
                 obj, refusal = await self._create(kind, body, row)
@@ -879,15 +889,44 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             self._ours = Informer(self.api, POD, OURS, loop, self._our_event, timeout_seconds=self.relist_seconds,
                                   monitor=self.monitor, log=self.log, name="our pods").start()
 
+    def _ensure_jobs_followed(self) -> None:
+        """Start the watch of our Jobs (once, at the first Job made or adopted)."""
+        if self._our_jobs is None:
+            self._our_jobs = Informer(self.api, JOB, OURS, asyncio.get_running_loop(), self._job_event,
+                                      timeout_seconds=self.relist_seconds, monitor=self.monitor, log=self.log,
+                                      name="our jobs").start()
+
+    def _job_event(self, kind: str, obj) -> None:
+        if kind == "LIST":
+            self._job_objs = {(j["metadata"]["namespace"], j["metadata"]["name"]): _slim_job(j) for j in obj}
+            self._jobs_listed = True
+            for f in self._follows.values():
+                if f.kind is JOB:
+                    f.changed.set()
+            return
+        meta = obj.get("metadata") or {}
+        key = (meta.get("namespace"), meta.get("name"))
+        self._job_objs[key] = {"_deleted": True, "metadata": meta} if kind == "DELETED" else _slim_job(obj)
+        f = self._follows.get(key)
+        if f is not None:
+            f.changed.set()
+
+    def _watched_job(self, f: Followed) -> dict | None:
+        """Our Job of ``f`` as the watch saw it (a tombstone when deleted); None when the watch has not
+        seen this Job (not listed yet, or only just made): then ask the API server."""
+        obj = self._job_objs.get((f.namespace, f.name)) if self._jobs_listed else None
+        if obj is None or obj["metadata"].get("uid") != f.k8s_uid:
+            return None
+        return obj
+
     def _register(self, f: Followed) -> Followed:
         old = self._followed.get(f.uid)
         if old is not None:
             self._unregister(old)
         self._followed[f.uid] = f
         self._follows[(f.namespace, f.name)] = f
-        for key, pod in self._our_pods.items():  # what the watch saw already
-            if key_of(pod) == (f.namespace, f.name):
-                f.pods[pod["metadata"]["uid"]] = pod
+        for pod in self._by_object.get((f.namespace, f.name), {}).values():  # what the watch saw already
+            f.pods[pod["metadata"]["uid"]] = pod
         return f
 
     def _unregister(self, f: Followed) -> None:
@@ -906,6 +945,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             by_object: dict = {}
             for pod in obj:
                 by_object.setdefault(key_of(pod), {})[pod["metadata"]["uid"]] = pod
+            self._by_object = {key: dict(pods) for key, pods in by_object.items()}
             for key, f in self._follows.items():
                 fresh = by_object.get(key, {})
                 for puid, old in f.pods.items():
@@ -917,13 +957,20 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             return
         meta = obj.get("metadata") or {}
         key = (meta.get("namespace"), meta.get("name"))
+        owner = key_of(obj)
         if kind == "DELETED":
             self._our_pods.pop(key, None)
+            pods = self._by_object.get(owner)
+            if pods is not None:
+                pods.pop(meta.get("uid"), None)
+                if not pods:
+                    del self._by_object[owner]
             self._wake_gone(key)
             obj = {**obj, "_deleted": True}
         else:
             self._our_pods[key] = obj
-        f = self._follows.get(key_of(obj))
+            self._by_object.setdefault(owner, {})[meta.get("uid")] = obj
+        f = self._follows.get(owner)
         if f is not None:
             f.pods[meta.get("uid")] = obj
             f.changed.set()
@@ -953,6 +1000,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         following it (a stop, an eviction: those report themselves); the watch wakes us."""
         loop = asyncio.get_running_loop()
         outcome = None  # ("ended", code, reason) or ("lost", why)
+        checks = 0  # times we asked why its Job has no pod
         while self._live(f):
             if not self._ours_listed.is_set():
                 await _wait_event(self._ours_listed, 1.0)
@@ -983,7 +1031,10 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             else:  # no pod yet: the Job controller has not made it (or could not)
                 self._observed(f, "Pending", None, "waiting for the Job controller to create its pod")
                 waited = None if since is None else loop.time() - since
-                if waited is None or waited > self.create_failure_seconds:
+                if waited is None or waited > self.create_failure_seconds * (2 ** checks - 1):
+                    # Asked after create_failure_seconds, then at doubling intervals (at most a minute
+                    # apart): a Job controller behind on a long queue is not polled once per Job and second.
+                    checks += 1
                     try:
                         found = await self._why_no_pod(f, waited)
                     except KubernetesError as err:
@@ -992,7 +1043,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                     if found is not None:
                         outcome = found
                         break
-                timeout = self.create_failure_seconds
+                timeout = min(self.create_failure_seconds * 2 ** max(checks - 1, 0), 60.0)
             f.changed.clear()
             if self._live(f):
                 await _wait_event(f.changed, timeout)
@@ -1014,8 +1065,13 @@ class KubernetesBackend(LoggingConfigurable, Backend):
     async def _why_no_pod(self, f: Followed, waited: float | None):
         """A Job without a pod: ended (Complete, or refused by the API server: its FailedCreate events),
         lost (deleted, or failed with its pod gone before we saw it), or None (still waiting)."""
-        obj = await self._call(self.api.read, f.kind, f.namespace, f.name)
-        if obj is None or obj["metadata"].get("uid") != f.k8s_uid:
+        obj = self._watched_job(f) if f.kind is JOB else None
+        if obj is None and f.kind is JOB and self._jobs_listed and waited is not None \
+                and waited < self.create_failure_seconds:
+            return None  # only just made: the watch brings it (asking would cost a read per Job)
+        if obj is None:
+            obj = await self._call(self.api.read, f.kind, f.namespace, f.name)
+        if obj is None or obj.get("_deleted") or obj["metadata"].get("uid") != f.k8s_uid:
             return ("lost", f"its {f.kind.name} {f.namespace}/{f.name} was deleted")
         if f.kind is POD:
             code = _exit_code(obj)
@@ -1031,8 +1087,12 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                 return ("ended", codes[-1], None)
             return ("lost", f"the pod of Job {f.namespace}/{f.name} was deleted before it ended")
         status = obj.get("status") or {}
-        if waited is not None and not (status.get("active") or status.get("succeeded") or status.get("failed")):
-            # No pod yet: the Job controller may be refused (a LimitRange, a ResourceQuota, an invalid spec).
+        # No pod yet, and the Job controller has looked at it (a startTime; it writes one even when it
+        # could not make the pod): it may be refused (a LimitRange, a ResourceQuota, an invalid spec).
+        # Not looked at yet: it is behind, and its events would say nothing (listing them for every Job
+        # of a long queue slows the API server, and so the Job controller, further).
+        if waited is not None and status.get("startTime") and \
+                not (status.get("active") or status.get("succeeded") or status.get("failed")):
             uid = obj["metadata"].get("uid")
             events = await self._call(self.api.request, "GET", f"/api/v1/namespaces/{f.namespace}/events",
                                       query={"fieldSelector": f"involvedObject.uid={uid},reason=FailedCreate"})
@@ -1265,6 +1325,8 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                 return "gone"
             self._k8s_uids[pod.uid], self._kinds[pod.uid] = obj["metadata"]["uid"], kind
             self._ensure_following()
+            if kind is JOB:
+                self._ensure_jobs_followed()
             known = self._followed.get(pod.uid)
             if known is None or known.k8s_uid != obj["metadata"]["uid"]:  # not followed already
                 f = self._register(Followed(pod.uid, kind, row.namespace, prow.name, obj["metadata"]["uid"]))
@@ -1313,6 +1375,11 @@ def _judge_safely(f: Followed):
         return judge(f)
     except (KeyError, TypeError, ValueError):  # a pod object of an unexpected shape: wait for the next
         return "nopod", None
+
+
+def _slim_job(job: dict) -> dict:
+    """What ``_why_no_pod`` reads of a Job (thousands are kept: not their pod templates)."""
+    return {"metadata": job.get("metadata") or {}, "status": job.get("status") or {}}
 
 
 def _tolerates(toleration: dict, taint: dict) -> bool:

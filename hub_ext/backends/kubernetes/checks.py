@@ -30,7 +30,7 @@ def needed_permissions(backend) -> list[tuple[str, str, str, str | None]]:
            ("create", "", "pods/eviction", None), ("get", "", "pods/log", None),
            ("list", "", "events", None), ("list", "scheduling.k8s.io", "priorityclasses", None)]
     if backend.use_jobs:
-        out += [(v, "batch", "jobs", None) for v in ("get", "list", "create", "delete")]
+        out += [(v, "batch", "jobs", None) for v in ("get", "list", "watch", "create", "delete")]
     if backend.sync_cluster_limits:
         out += [("list", "", "resourcequotas", None), ("list", "", "limitranges", None)]
     if backend.provision:

@@ -1,0 +1,200 @@
+"""``tenancy bench --cluster KUBECONFIG``: single-pod training Jobs on a real cluster, through plain
+kube-scheduler and through the tenancy service's REST API, in one run.
+
+For each size (``--pods``): (a) ``N`` Jobs created directly in ten namespaces, scheduled by
+kube-scheduler on the run's kwok nodes: pods/s from the first create to ``N`` Running; the
+namespaces are deleted again. (b) A real JupyterHub and ``tenancy serve`` with the Kubernetes
+backend; ten users (one team each) submit the same ``N`` jobs with their tokens: pods/s from the
+first submit to ``N`` Running, and each submit's latency. Then, with the last size still running,
+``--queued`` jobs wait in a team whose ResourceQuota is full, and more submits are timed behind
+them. The settings that bound the figures (the controller-manager's and scheduler's client QPS,
+the service's) are printed with them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .hubproc import HubAndService
+from .kube import BenchError, Cluster, RunningCounter, component_qps
+from .plain import run_plain
+from .service_load import latency_figures, submit_all, training
+
+TEAMS = 10
+
+
+def measure(args) -> list[dict]:
+    run = secrets.token_hex(3)
+    cluster = Cluster(args.cluster, run)
+    settings = {"bench": "cluster-settings", "run": run, "nodes": args.nodes, "node_cpu": args.node_cpu,
+                "pod_cpu": args.pod_cpu, "teams": TEAMS, "rounds": args.rounds,
+                "components": component_qps(args.cluster),
+                "service": {"api_qps": args.service_qps, "api_burst": args.service_burst,
+                            "create_concurrency": args.create_concurrency}}
+    yield settings
+    try:
+        cluster.ensure_priority_classes()
+        cluster.add_kwok_nodes(args.nodes, args.node_cpu, args.node_memory)
+        sizes = args.pods
+        for k, size in enumerate(sizes):
+            rounds, backlog = [], None
+            for r in range(args.rounds):
+                # Back to back, in turns (plain first, then the service first): a cluster that slows as
+                # its database grows, or a busy moment, weighs on both sides alike.
+                last = k == len(sizes) - 1 and r == args.rounds - 1
+                if r % 2 == 0:
+                    plain = _plain(cluster, size, args, f"r{r}")
+                    service, backlog = _service(cluster, size, args, f"r{r}", queued=args.queued if last else 0)
+                else:
+                    service, backlog = _service(cluster, size, args, f"r{r}", queued=args.queued if last else 0)
+                    plain = _plain(cluster, size, args, f"r{r}")
+                rounds.append({"plain": plain, "service": service,
+                               "ratio": round(service["pods_per_s"] / plain["pods_per_s"], 2)})
+            yield summary(size, rounds)
+            if backlog:
+                yield backlog
+    finally:
+        cluster.clean()
+
+
+def summary(size: int, rounds: list[dict]) -> dict:
+    """One size's figures: the medians over the rounds (the ratio: the median of each round's own
+    ratio, its two sides measured back to back), every round kept under ``rounds``."""
+    def median(values):
+        return round(statistics.median(values), 2)
+
+    services = [r["service"] for r in rounds]
+    return {"bench": "cluster", "pods": size,
+            "plain_pods_per_s": median([r["plain"]["pods_per_s"] for r in rounds]),
+            "service_pods_per_s": median([s["pods_per_s"] for s in services]),
+            "ratio": median([r["ratio"] for r in rounds]),
+            "submit_p50_ms": median([s["submit_p50_ms"] for s in services]),
+            "submit_p99_ms": median([s["submit_p99_ms"] for s in services]),
+            "plain": rounds[0]["plain"], "service": rounds[0]["service"], "rounds": rounds}
+
+
+def _teams(run: str, tag: str) -> dict[str, str]:
+    return {f"team-{i}": f"b{run}-{tag}-t{i}" for i in range(TEAMS)}
+
+
+def _plain(cluster: Cluster, size: int, args, tag: str) -> dict:
+    namespaces = list(_teams(cluster.run, f"p{size}{tag}").values())
+    cluster.add_namespaces(namespaces)
+    try:
+        return run_plain(cluster, namespaces, size, cpu=args.pod_cpu, memory=args.pod_memory,
+                         priority_class="high-priority-research", concurrency=args.create_concurrency,
+                         timeout=args.timeout)
+    finally:
+        cluster.delete_namespaces(namespaces)
+
+
+def _service(cluster: Cluster, size: int, args, tag: str, queued: int) -> tuple[dict, dict | None]:
+    teams = _teams(cluster.run, f"s{size}{tag}")
+    if queued:
+        teams["team-backlog"] = f"b{cluster.run}-s{size}{tag}-backlog"
+    cluster.add_namespaces(list(teams.values()))
+    if queued:  # room for one pod: the rest wait in the service's queue
+        cluster.core.create_namespaced_resource_quota(teams["team-backlog"], {
+            "metadata": {"name": "backlog"}, "spec": {"hard": {"requests.cpu": args.pod_cpu}}})
+    workdir = Path(tempfile.mkdtemp(prefix=f"tenancy-bench-{cluster.run}-{size}-", dir=args.workdir))
+    backend = {"node_label_selector": cluster.selector, "node_selector": {"tenancy-bench": cluster.run},
+               "extra_labels": {"tenancy-bench": cluster.run}, "api_qps": args.service_qps,
+               "api_burst": args.service_burst, "create_concurrency": args.create_concurrency}
+    procs = HubAndService(workdir, args.cluster, cluster.run, teams, backend)
+    profiler, ok = None, False
+    try:
+        procs.start()
+        if args.profile:
+            profiler = subprocess.Popen([shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy")), "record", "-o", f"{args.profile}-{size}-{tag}.svg", "--pid",
+                                         str(procs.service_pid), "--rate", "50", "--nonblocking", "--gil"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1.0)
+        result = _throughput(procs, cluster, teams, size, args)
+        backlog = _backlog(procs, teams, queued, args) if queued else None
+        ok = True
+        return result, backlog
+    finally:
+        if profiler is not None:
+            profiler.send_signal(2)
+            profiler.wait(60)
+        procs.stop()
+        cluster.delete_namespaces(list(teams.values()))
+        if ok and not args.workdir:  # the logs stay when something failed
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _throughput(procs: HubAndService, cluster: Cluster, teams: dict, size: int, args) -> dict:
+    users = [(procs.tokens[f"{g}-user"], ns) for g, ns in teams.items() if g != "team-backlog"]
+    jobs = [(users[i % len(users)][0], users[i % len(users)][1], training(f"job-{i}", args.pod_cpu, args.pod_memory))
+            for i in range(size)]
+    counter = RunningCounter(cluster.kubeconfig, cluster.selector).start()
+    try:
+        submitted = asyncio.run(submit_all(procs.service_url, jobs))
+        submit_s = time.monotonic() - submitted["started"]
+        last = counter.wait(size, args.timeout)
+        took = last - submitted["started"]
+        time.sleep(args.settle)  # anything made twice would show now
+        made = sum(len(cluster.batch.list_namespaced_job(ns).items) for ns in teams.values())
+        return {"pods": size, "seconds": round(took, 2), "pods_per_s": round(size / took, 1),
+                "submit_seconds": round(submit_s, 2), **latency_figures(submitted["latencies"]),
+                "pods_made_seconds": round(counter.last_created - submitted["started"], 2),
+                "running": len(counter.running), "pods_seen": len(counter.created), "jobs_created": made,
+                "workloads": len(set(submitted["ids"]))}
+    finally:
+        counter.stop()
+
+
+def _backlog(procs: HubAndService, teams: dict, queued: int, args) -> dict:
+    """``queued`` jobs waiting (the backlog team's ResourceQuota holds one), then ``args.probes`` submits
+    to the other teams timed behind them."""
+    token = procs.tokens["team-backlog-user"]
+    ns = teams["team-backlog"]
+    started = time.monotonic()
+    asyncio.run(submit_all(procs.service_url, [(token, ns, training(f"wait-{i}", args.pod_cpu, args.pod_memory))
+                                               for i in range(queued)]))
+    fill_s = time.monotonic() - started
+    users = [(procs.tokens[f"{g}-user"], n) for g, n in teams.items() if g != "team-backlog"]
+    probes = [(users[i % len(users)][0], users[i % len(users)][1], training(f"probe-{i}", args.pod_cpu, args.pod_memory))
+              for i in range(args.probes)]
+    timed = asyncio.run(submit_all(procs.service_url, probes, per_user=1))
+    return {"bench": "cluster-backlog", "queued": queued, "queue_fill_seconds": round(fill_s, 2),
+            "queued_submit_p50_ms": latency_figures(timed["latencies"])["submit_p50_ms"],
+            "queued_submit_p99_ms": latency_figures(timed["latencies"])["submit_p99_ms"],
+            "probes": len(timed["latencies"])}
+
+
+def main(args) -> int:
+    try:
+        for row in measure(args):
+            print(json.dumps(row) if args.json else _line(row), flush=True)
+    except BenchError as err:
+        print(f"tenancy bench: error: {err}", flush=True)
+        return 1
+    return 0
+
+
+def _line(row: dict) -> str:
+    kind = row["bench"]
+    if kind == "cluster-settings":
+        comps = ", ".join(f"{name} QPS {c.get('qps', '?')}/burst {c.get('burst', '?')} ({c['source']})"
+                          for name, c in row["components"].items())
+        svc = row["service"]
+        return (f"run {row['run']}: {row['nodes']} kwok nodes of {row['node_cpu']} CPU, pods of {row['pod_cpu']} CPU, "
+                f"{row['teams']} teams, {row['rounds']} round(s), medians; {comps}; service api_qps {svc['api_qps']}/burst {svc['api_burst']}, "
+                f"create_concurrency {svc['create_concurrency']}")
+    if kind == "cluster":
+        return (f"{row['pods']:>6} pods  plain kube-scheduler {row['plain_pods_per_s']:>7} pods/s  "
+                f"service (REST) {row['service_pods_per_s']:>7} pods/s  ratio {row['ratio']}x "
+                f"(rounds: {', '.join(str(r['ratio']) for r in row['rounds'])})  "
+                f"submit p50 {row['submit_p50_ms']} ms p99 {row['submit_p99_ms']} ms")
+    return (f"{row['queued']} queued: submit p50 {row['queued_submit_p50_ms']} ms p99 {row['queued_submit_p99_ms']} ms "
+            f"({row['probes']} submits; the queue filled in {row['queue_fill_seconds']} s)")

@@ -1,0 +1,53 @@
+"""``tenancy bench --cluster`` at a small size on the real control plane: it answers, and the answers
+are right (every pod runs, nothing is created twice, the JSON has its keys). Never on timings."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+SETTINGS = {"bench", "run", "nodes", "node_cpu", "pod_cpu", "teams", "rounds", "components", "service"}
+ROW = {"bench", "pods", "plain_pods_per_s", "service_pods_per_s", "ratio", "submit_p50_ms", "submit_p99_ms",
+       "plain", "service", "rounds"}
+BACKLOG = {"bench", "queued", "queue_fill_seconds", "queued_submit_p50_ms", "queued_submit_p99_ms", "probes"}
+
+
+def test_cluster_bench_small(control_plane, tmp_path):
+    pods = 50
+    out = subprocess.run(
+        [sys.executable, "-m", "hub_ext.cli", "bench", "--cluster", str(control_plane.kubeconfig), "--json",
+         "--pods", str(pods), "--rounds", "2", "--nodes", "5", "--node-cpu", "16", "--queued", "30", "--probes", "10",
+         "--settle", "1", "--timeout", "300", "--workdir", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+    settings, row, backlog = rows
+    assert SETTINGS <= set(settings) and settings["bench"] == "cluster-settings"
+    for name in ("kube-controller-manager", "kube-scheduler"):
+        assert settings["components"][name]["source"] == "local process"  # this control plane's own
+        assert settings["components"][name]["qps"] > 0
+    assert ROW <= set(row) and row["pods"] == pods and settings["rounds"] == len(row["rounds"]) == 2
+    for one in row["rounds"]:  # each round: the plain side, then the service's (the next one the other way)
+        plain, service = one["plain"], one["service"]
+        # every pod ran, once: one pod per Job, one Job per workload, one workload per submit
+        assert plain["running"] == plain["pods_seen"] == pods
+        assert service["running"] == service["pods_seen"] == service["jobs_created"] == service["workloads"] == pods
+        assert service["submits"] == pods
+        assert one["ratio"] == round(service["pods_per_s"] / plain["pods_per_s"], 2)
+    assert row["ratio"] == round(sum(r["ratio"] for r in row["rounds"]) / 2, 2)  # the median of two
+    assert row["ratio"] > 0 and row["submit_p99_ms"] >= row["submit_p50_ms"] > 0
+    assert BACKLOG <= set(backlog) and backlog["queued"] == 30 and backlog["probes"] == 10
+    # everything the run made on the cluster is gone again
+    from kubernetes import client
+
+    api = control_plane.api_client()
+    try:
+        selector = f"tenancy-bench={settings['run']}"
+        assert not client.CoreV1Api(api).list_node(label_selector=selector).items
+        assert not client.CoreV1Api(api).list_namespace(label_selector=selector).items
+    finally:
+        api.close()
