@@ -375,20 +375,14 @@ class Controller:
         """Queue a workload and return once a scheduling pass has decided on it and committed it, with
         the other submissions of that pass (one commit for all: a group commit). Refusals of the
         submission itself (400, 403, 429) are raised at once."""
-        row = self._submission(who, body)
         if not self._looping:  # no loop (in-process use): decide now
-            try:
-                self.store.commit()
-            except Exception:
-                self.store.session.rollback()
-                self._drop(row)
-                raise
-            self.poke([row.id])
+            row = self.submit(who, body)
             try:
                 self.tick()  # answer with the decision when it is immediate
             except Exception:  # noqa: BLE001 - the workload is stored; the next pass decides
                 self.log.exception("scheduling pass failed")
             return row
+        row = self._submission(who, body)
         done = asyncio.get_running_loop().create_future()
         self._waiters.append((row, done))
         self.poke([row.id])

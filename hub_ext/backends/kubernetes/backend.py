@@ -849,6 +849,8 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                 if kind is JOB:
                     self._ensure_jobs_followed()
                 f = self._register(Followed(pod.uid, kind, row.namespace, pod.name))
+                # admitted, not on the cluster yet: never shown Running before the cluster says so
+                self._observed(f, "Pending", None, f"its {kind.name} is being created on the cluster")
                 body = self.job_manifest(row, pod) if kind is JOB else self.manifest(row, pod)
                 obj, refusal = await self._create(kind, body, row)
             except KubernetesError as err:
