@@ -416,8 +416,7 @@ class Controller:
         owner = self.owners.pop(row.id, None)
         for pod in owner.pods if owner else []:
             self.engine.delete(pod.uid)
-            self.pod_rows.pop(pod.uid, None)
-            self._reasons.pop(pod.uid, None)
+            self._forget_pod(pod.uid)
         self.rows.pop(row.id, None)
 
     def _check_queue_share(self, who: Identity) -> None:
@@ -460,7 +459,7 @@ class Controller:
                 if pod.phase in (Phase.PENDING, Phase.RUNNING, Phase.REJECTED, Phase.TERMINATING):
                     prow.phase = "Evicted" if pod.phase is Phase.TERMINATING else "Deleted"
                     prow.finished_at = now
-                self.pod_rows.pop(pod.uid, None)
+                self._forget_pod(pod.uid)
         if preempted:
             row.state = "Preempted"
         else:
@@ -620,6 +619,11 @@ class Controller:
                 done.set_result(None)
         self.notify(touched - {None})
 
+    def _forget_pod(self, uid: int):
+        """The pod ``uid`` has no row of ours any more (ended, evicted, dropped): its row, or None."""
+        self._reasons.pop(uid, None)
+        return self.pod_rows.pop(uid, None)
+
     def _wid(self, pod) -> str | None:
         prow = self.pod_rows.get(pod.uid)
         return prow.workload_id if prow else None
@@ -718,7 +722,7 @@ class Controller:
         owner = self.owners.pop(row.id, None)
         self._sync(row, owner)
         for pod in list(owner.pods if owner else []):
-            prow = self.pod_rows.pop(pod.uid, None)
+            prow = self._forget_pod(pod.uid)
             if pod.phase in (Phase.RUNNING, Phase.TERMINATING) and prow is not None:
                 self._spawn(self.backend.stop(row, pod, prow))
             if prow is not None and pod.phase in (Phase.PENDING, Phase.RUNNING, Phase.TERMINATING, Phase.REJECTED):
@@ -738,7 +742,7 @@ class Controller:
         for p in started:
             self._start(p, now)
             self._changed.add(self._wid(p))
-        prow = self.pod_rows.pop(uid, None)
+        prow = self._forget_pod(uid)
         self.engine.delete(uid)  # evicted: its row keeps the story; a Job's owner makes a new pod
         row = self.rows.get(prow.workload_id) if prow else None
         if row is not None and row.kind == NOTEBOOK:
@@ -781,7 +785,7 @@ class Controller:
             self.owners.pop(row.id, None)
             for pod in owner.pods:  # done: the engine forgets them, the rows keep the history
                 self.engine.delete(pod.uid)
-                self.pod_rows.pop(pod.uid, None)
+                self._forget_pod(pod.uid)
         elif any(p is Phase.RUNNING for p in phases):
             if row.state != "Running":
                 row.state = "Running"
@@ -991,7 +995,7 @@ class Controller:
         owner = self.owners.pop(wid, None)
         for pod in owner.pods if owner else []:
             self.engine.delete(pod.uid)
-            self.pod_rows.pop(pod.uid, None)
+            self._forget_pod(pod.uid)
         self.rows.pop(wid, None)
         error = " ".join(str(err).split()) if isinstance(err, ValidationError) else f"{type(err).__name__}: {err}"
         error = error if len(error) <= 300 else error[:300] + "..."
