@@ -319,6 +319,37 @@ async def test_a_deleted_node_takes_its_capacity_and_its_work_is_queued_again(co
         assert len(labels) == len(set(labels)) == 6  # nothing created twice
 
 
+@pytest.mark.asyncio
+async def test_a_pod_disrupted_under_us_is_queued_again_and_its_job_goes(control_plane, api, namespace, label,
+                                                                         tmp_path):
+    """A running job's pod ends by a disruption (pod garbage collection's DisruptionTarget, as for a
+    node that went): its work waits again, not Failed, and its old Job is deleted at once, not left on
+    the cluster until the work can start again (the node is cordoned: it cannot)."""
+    [node] = await asyncio.to_thread(add_nodes, control_plane, label, 1, "1")
+    core = client.CoreV1Api(api)
+    async with serving(api, label, tmp_path) as c:
+        row = c.submit(ADMIN, job("hit", namespace=namespace))
+        await until(lambda: c.view(row)["state"] == "Running", "the job to run", show=lambda: c.view(row))
+        [pod] = await running(api, namespace)
+        [old] = await cluster_jobs(api, namespace)
+        await k8s(core.patch_node, node, {"spec": {"unschedulable": True}})
+        await until(lambda: c.engine.cluster.capacity.get("cpu") == 0, "the cordoned node's room to leave",
+                    timeout=10, show=lambda: c.engine.cluster.capacity)
+        await k8s(core.patch_namespaced_pod_status, pod.metadata.name, namespace, {"status": {
+            "phase": "Failed", "conditions": [{"type": "DisruptionTarget", "status": "True",
+                                               "reason": "DeletionByPodGC", "message": "node is gone"}]}})
+        await until(lambda: c.view(row)["state"] == "Pending", "the job to wait again", timeout=10,
+                    show=lambda: c.view(row))
+        view = c.view(row, events=True)
+        assert any(e["type"] == "requeued" and "DeletionByPodGC" in e["message"] for e in view["events"]), view
+        await until(lambda: _len_is(cluster_jobs(api, namespace), 0), "the old Job to be deleted", timeout=10,
+                    show=lambda: _job_names(api, namespace))
+        await k8s(core.patch_node, node, {"spec": {"unschedulable": False}})
+        await until(lambda: c.view(row)["state"] == "Running", "the job to run again", show=lambda: c.view(row))
+        [new] = await cluster_jobs(api, namespace)
+        assert new.metadata.uid != old.metadata.uid  # made again, the old one never adopted
+
+
 async def _len_is(awaitable, n: int) -> bool:
     return len(await awaitable) == n
 

@@ -1052,8 +1052,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         if outcome is None or not self._live(f):
             return  # stopped, replaced, or being evicted: someone else reports it
         self._unregister(f)
-        self._k8s_uids.pop(f.uid, None)
-        self._kinds.pop(f.uid, None)
+        k8s_uid, kind = self._k8s_uids.pop(f.uid, None), self._kinds.pop(f.uid, None)
         if outcome[0] == "ended":
             code, reason = outcome[1], outcome[2]
             self.controller.pod_exited(f.uid, code, reason)
@@ -1061,8 +1060,13 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         lost = getattr(self.controller, "pod_lost", None)
         if lost is None:
             self.controller.pod_exited(f.uid, KILLED)
-        else:
-            lost(f.uid, outcome[1])
+            return
+        lost(f.uid, outcome[1])
+        # Whoever takes the object's kind from _kinds discards what is left of it: here, since forget()
+        # (which the controller calls for the lost pod) finds nothing to take now. Left alone, the old
+        # Job stayed on the cluster until the work was started again and adopted it.
+        if kind is not None:
+            await self._discard(kind, f.namespace, f.name, k8s_uid)
 
     async def _why_no_pod(self, f: Followed, waited: float | None):
         """A Job without a pod: ended (Complete, or refused by the API server: its FailedCreate events),
@@ -1130,15 +1134,19 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         if f is not None:
             self._unregister(f)
         if kind is None or row.kind == "notebook":
-            return
-        self._forgotten[(row.namespace, pod.name)] = k8s_uid
+            return  # nothing of ours made, or _follow took it and discards it
+        await self._discard(kind, row.namespace, pod.name, k8s_uid)
+
+    async def _discard(self, kind: Kind, namespace: str, name: str, k8s_uid: str | None) -> None:
+        """Delete the object of a lost pod, and its Job's pods, with a zero grace period; never adopted."""
+        self._forgotten[(namespace, name)] = k8s_uid
         try:
-            await self._delete(kind, row.namespace, pod.name, 0, k8s_uid)
+            await self._delete(kind, namespace, name, 0, k8s_uid)
             if kind is JOB:
-                for obj in await self._job_pods(row.namespace, pod.name, k8s_uid):
-                    await self._delete(POD, row.namespace, obj["metadata"]["name"], 0, obj["metadata"].get("uid"))
+                for obj in await self._job_pods(namespace, name, k8s_uid):
+                    await self._delete(POD, namespace, obj["metadata"]["name"], 0, obj["metadata"].get("uid"))
         except KubernetesError as err:
-            self._warn("deleting %s/%s: %s", row.namespace, pod.name, err=err)
+            self._warn("deleting %s/%s: %s", namespace, name, err=err)
 
     # -- evictions and stops ----------------------------------------------------------------
     async def _policy_served(self) -> bool:
