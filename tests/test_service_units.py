@@ -98,3 +98,21 @@ def test_pods_made_by_others_are_followed_from_watch_events(tmp_path):
     assert used() == (1000, 7000) and len(controller.foreign) == 1
     k8s._foreign_event("LIST", [])  # a fresh list: what is not in it is gone
     assert used() == (0, 8000) and not controller.foreign
+
+
+def test_the_collector_is_tuned_and_what_lives_at_start_is_frozen():
+    import gc
+
+    from hub_ext.service.heap import freeze_startup, tune
+
+    before = gc.get_threshold()
+    try:
+        tune([20000, 20, 20])
+        assert gc.get_threshold() == (20000, 20, 20)
+        assert gc.get_freeze_count() == 0
+        kept = [[] for _ in range(1000)]  # containers: tracked by the collector
+        freeze_startup()
+        assert gc.get_freeze_count() >= len(kept)
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()

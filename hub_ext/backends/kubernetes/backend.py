@@ -899,8 +899,11 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                                       name="our jobs").start()
 
     def _job_event(self, kind: str, obj) -> None:
+        # Only the Jobs someone follows are kept: a finished or deleted Job nobody follows is dropped
+        # (a follower registered later asks the API server once if the watch has not spoken since).
         if kind == "LIST":
-            self._job_objs = {(j["metadata"]["namespace"], j["metadata"]["name"]): _slim_job(j) for j in obj}
+            jobs = {(j["metadata"]["namespace"], j["metadata"]["name"]): j for j in obj}
+            self._job_objs = {key: _slim_job(jobs[key]) for key in self._follows if key in jobs}
             self._jobs_listed = True
             for f in self._follows.values():
                 if f.kind is JOB:
@@ -908,10 +911,12 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             return
         meta = obj.get("metadata") or {}
         key = (meta.get("namespace"), meta.get("name"))
-        self._job_objs[key] = {"_deleted": True, "metadata": meta} if kind == "DELETED" else _slim_job(obj)
         f = self._follows.get(key)
-        if f is not None:
-            f.changed.set()
+        if f is None:
+            self._job_objs.pop(key, None)
+            return
+        self._job_objs[key] = {"_deleted": True, "metadata": _slim_meta(obj)} if kind == "DELETED" else _slim_job(obj)
+        f.changed.set()
 
     def _watched_job(self, f: Followed) -> dict | None:
         """Our Job of ``f`` as the watch saw it (a tombstone when deleted); None when the watch has not
@@ -936,10 +941,12 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             del self._followed[f.uid]
         if self._follows.get((f.namespace, f.name)) is f:
             del self._follows[(f.namespace, f.name)]
+            self._job_objs.pop((f.namespace, f.name), None)
         f.changed.set()  # its loop wakes and ends
 
     def _our_event(self, kind: str, obj) -> None:
         if kind == "LIST":
+            obj = [_slim_pod(p) for p in obj]
             now = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in obj}
             for key in set(self._our_pods) - set(now):
                 self._wake_gone(key)
@@ -957,7 +964,8 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                 f.changed.set()
             self._ours_listed.set()
             return
-        meta = obj.get("metadata") or {}
+        obj = _slim_pod(obj)
+        meta = obj["metadata"]
         key = (meta.get("namespace"), meta.get("name"))
         owner = key_of(obj)
         if kind == "DELETED":
@@ -1387,9 +1395,22 @@ def _judge_safely(f: Followed):
         return "nopod", None
 
 
+def _slim_meta(obj: dict) -> dict:
+    meta = obj.get("metadata") or {}
+    return {k: v for k, v in meta.items() if k != "managedFields"}
+
+
 def _slim_job(job: dict) -> dict:
     """What ``_why_no_pod`` reads of a Job (thousands are kept: not their pod templates)."""
-    return {"metadata": job.get("metadata") or {}, "status": job.get("status") or {}}
+    return {"metadata": _slim_meta(job), "status": job.get("status") or {}}
+
+
+def _slim_pod(pod: dict) -> dict:
+    """What following a pod of ours reads (``follow.judge``): thousands are kept, each walked by the
+    garbage collector; their specs and managed fields were most of their objects."""
+    spec = pod.get("spec") or {}
+    return {"metadata": _slim_meta(pod), "spec": {"nodeName": spec.get("nodeName")} if spec.get("nodeName") else {},
+            "status": pod.get("status") or {}}
 
 
 def _tolerates(toleration: dict, taint: dict) -> bool:
