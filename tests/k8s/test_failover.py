@@ -45,13 +45,13 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "tests"))
 from tcp_proxy import TcpProxy  # noqa: E402
+from waiting import CALL_TIMEOUT, k8s, until  # noqa: E402
 
 pytest_plugins = ("postgres",)  # tests/postgres.py: the postgres_server and postgres_url fixtures
 
 KEY = "tenancy-test/failover"
 TOKEN = secrets.token_hex(16)  # the service's own hub token: the hub's spawner, an admin
 PREFIX = "/services/tenancy"
-CALL_TIMEOUT = 15
 #: short leases keep the module quick; the takeover bound is lease + 2 retry periods
 LEASE = {"lease_duration_seconds": 8.0, "renew_deadline_seconds": 5.0, "retry_period_seconds": 1.0}
 
@@ -185,27 +185,6 @@ class Replica:
 
     async def health(self) -> dict:
         return (await self.call("GET", "/api/v1/health"))[1]
-
-
-async def until(check, what: str, timeout: float = 30.0, interval: float = 0.2, show=None):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        last = check()
-        if asyncio.iscoroutine(last):
-            last = await last
-        if last:
-            return last
-        if loop.time() >= deadline:
-            state = show() if show is not None else last
-            if asyncio.iscoroutine(state):
-                state = await state
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last: {state!r}")
-        await asyncio.sleep(interval)
-
-
-async def k8s(fn, *args, **kwargs):
-    return await asyncio.to_thread(fn, *args, _request_timeout=CALL_TIMEOUT, **kwargs)
 
 
 async def jobs_of(api, namespace):

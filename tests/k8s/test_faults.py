@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import io
 import json
 import os
@@ -46,39 +45,13 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 from tcp_proxy import TcpProxy  # noqa: E402
+from waiting import CALL_TIMEOUT, k8s, until  # noqa: E402
 
 ADMIN = Identity(name="admin", admin=True)
 EXIT = controlplane.EXIT_CODE_ANNOTATION
 KEY = "tenancy-test/faults"
-#: request timeout (seconds) of every API call a test makes itself
-CALL_TIMEOUT = 15
 #: how long the service's tasks may take to end once cancelled
 TEARDOWN_TIMEOUT = 15.0
-
-
-async def until(check, what: str, timeout: float = 30.0, interval: float = 0.25, show=None):
-    """Poll ``check`` (a function, run on the loop; it may return an awaitable) until it returns something
-    true, for at most ``timeout`` seconds; that value. On timeout the assertion names ``what`` and the last
-    value (or what ``show()`` says)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        last = check()
-        if inspect.isawaitable(last):
-            last = await last
-        if last:
-            return last
-        if loop.time() >= deadline:
-            state = show() if show is not None else last
-            if inspect.isawaitable(state):
-                state = await state
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last: {state!r}")
-        await asyncio.sleep(interval)
-
-
-async def k8s(fn, *args, **kwargs):
-    """A call of the kubernetes client (blocking) in a thread, with a request timeout."""
-    return await asyncio.to_thread(fn, *args, _request_timeout=CALL_TIMEOUT, **kwargs)
 
 
 def job(name: str, cpu: str = "1", **extra) -> dict:
