@@ -44,7 +44,7 @@ missing=()
 for tool in mmdebstrap umoci "$RUNTIME"; do command -v "$tool" >/dev/null || missing+=("$tool"); done
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]} from Debian"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null \
+  { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null; } \
     || die "apt-get install ${missing[*]} failed"
 fi
 
