@@ -25,7 +25,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -309,18 +308,24 @@ def test_the_services_scopes_change_no_group(hub):
 def test_a_jobs_exit_status_outlives_the_service(hub):
     """The runner, as the job's account, records the status in the job's folder; a restarted
     service (root) reads it there."""
-    job = _submit(hub, "alice", name="ends-alone", command=["sh", "-c", "sleep 4; exit 7"])
+    job = _submit(hub, "alice", name="ends-alone", command=["sh", "-c", "sleep 2; exit 7"])
     wait_for(lambda: _pod(hub, job["id"])[0], "the job to start")
+    _, log_path = _pod(hub, job["id"])
+    exit_file = Path(log_path).with_suffix(".exit")
     old = _service_pid(hub)
-    os.kill(old, signal.SIGKILL)
-    time.sleep(6)  # the job ends while nobody watches it
+    # The job ends while nobody watches it: the service is stopped (the hub does not notice) until
+    # the runner has recorded the status, then killed. Killed at once, the hub started a new one
+    # within seconds, sometimes before the job ended: then it was watched ending.
+    os.kill(old, signal.SIGSTOP)
+    try:
+        wait_for(exit_file.exists, "the job to end and its runner to record its status", timeout=60)
+    finally:
+        os.kill(old, signal.SIGKILL)
     wait_for(lambda: _service_pid_other_than(hub, old), "the hub to restart the service", timeout=90)
     wait_for(lambda: svc(hub, "alice", "GET", f"/workloads/{job['id']}")[0] == 200, "the API after the restart")
     done = _finished(hub, "alice", job["id"])
     assert done["state"] == "Failed", done
     assert any("exited with status 7 while the service was down" in e["message"] for e in done["events"]), done
-    _, log_path = _pod(hub, job["id"])
-    exit_file = Path(log_path).with_suffix(".exit")
     st = os.lstat(exit_file)
     assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (pwd.getpwnam("jupyter-alice").pw_uid, 0o600)
 
