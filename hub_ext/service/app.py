@@ -491,10 +491,12 @@ class TenancyService(Application):
     async def act(self, controller: Controller) -> None:
         """Restore the state and run: the controller, the backend's background work, history, hub watches."""
         backend = controller.backend
+        # Before the state is read: a restored row that ends later (in a cycle with its pods) must
+        # stay collectable, and what is frozen is never collected.
+        freeze_startup()
         if hasattr(backend, "wait_ready"):
             await backend.wait_ready()  # the API server answers (retried with backoff; no exit)
         restored = await controller.restore()  # first: adopting what runs is checked against our own pods only
-        freeze_startup()
         controller.health.starting = False
         tasks = [asyncio.ensure_future(backend.run())] if hasattr(backend, "run") else []
         tasks.append(asyncio.ensure_future(watch_database(controller.store, controller.health)))

@@ -4,8 +4,9 @@ CPython's default (a young collection every 700 net allocations, the whole heap 
 100 of those) walks every pod, Job and row the service keeps, again and again, while a
 burst of submits allocates: measured in the cluster benchmark, a quarter of the
 service's CPU and stalls of up to half a second. Young objects are collected less
-often, and what exists once the service has started (modules, configuration, the
-restored state) is moved out of the collector's sight for good (``gc.freeze``).
+often, and what exists once the service has started (modules, configuration; not the
+restored state, whose rows must stay collectable when their work ends) is moved out of
+the collector's sight for good (``gc.freeze``).
 Reference counting still frees everything that is not in a cycle, at once.
 """
 
