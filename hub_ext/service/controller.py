@@ -366,7 +366,7 @@ class Controller:
             self.store.commit()
         except Exception:
             self.store.session.rollback()
-            self._drop(row)
+            self._drop(row.id)
             raise
         self.poke([row.id])
         return row
@@ -403,7 +403,7 @@ class Controller:
             self._make_owner(row)
             self._reconcile(row, now)
         except Exception:
-            self._drop(row)
+            self._drop(row.id)
             raise
         # Into the session only once the engine took it: a refusal leaves other submissions' rows alone.
         self.store.add(row)
@@ -411,13 +411,14 @@ class Controller:
         self._sync(row)
         return row
 
-    def _drop(self, row: WorkloadRow) -> None:
-        """Forget a submission that was not stored."""
-        owner = self.owners.pop(row.id, None)
+    def _drop(self, wid: str) -> None:
+        """Forget a workload in the engine and here (a submission that was not stored, a row set aside);
+        the store keeps what it has."""
+        owner = self.owners.pop(wid, None)
         for pod in owner.pods if owner else []:
             self.engine.delete(pod.uid)
             self._forget_pod(pod.uid)
-        self.rows.pop(row.id, None)
+        self.rows.pop(wid, None)
 
     def _check_queue_share(self, who: Identity) -> None:
         """One user's backlog must not push a teammate's work to the back of a long queue.
@@ -610,7 +611,7 @@ class Controller:
             if waiters:
                 self.store.session.rollback()
                 for row, done in waiters:
-                    self._drop(row)
+                    self._drop(row.id)
                     if not done.done():
                         done.set_exception(err if isinstance(err, Exception) else RuntimeError("stopped"))
             raise
@@ -992,11 +993,7 @@ class Controller:
 
     def _quarantine(self, wid: str, err: Exception, now: float) -> None:
         """Set aside a workload that could not be restored: forgotten by the engine, kept in the store."""
-        owner = self.owners.pop(wid, None)
-        for pod in owner.pods if owner else []:
-            self.engine.delete(pod.uid)
-            self._forget_pod(pod.uid)
-        self.rows.pop(wid, None)
+        self._drop(wid)
         error = " ".join(str(err).split()) if isinstance(err, ValidationError) else f"{type(err).__name__}: {err}"
         error = error if len(error) <= 300 else error[:300] + "..."
         try:
