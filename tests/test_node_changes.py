@@ -146,15 +146,46 @@ def test_a_lost_pod_keeps_its_creation_time_and_is_not_failed():
     assert pod.phase is Phase.RUNNING and pod.admitted_at == 2.0
 
 
-def test_rebind_moves_a_pod_to_where_the_cluster_put_it():
+def test_a_pod_is_counted_where_the_cluster_put_it():
     eng = engine(None, TWO)
     [pod] = submit_pods(eng, P("team-a/x", 3), 1.0)
     eng.schedule(1.0)
     other = "n2" if pod.node == "n1" else "n1"
-    assert eng.rebind(pod.uid, other)
-    assert pod.node == other
+    assert eng.placed(pod.uid, other) == [pod]
+    assert pod.node == other and pod.placed
     assert {n: eng.cluster.nodes[n].free["cpu"] for n in TWO} == {other: 1000, ({"n1", "n2"} - {other}).pop(): 4000}
-    assert not eng.rebind(pod.uid, "nowhere")
+    assert eng.placed(pod.uid, "nowhere") == []
+    assert eng.placed(pod.uid, other) == []
+
+
+def test_two_pods_placed_swapped_are_swapped_and_no_third_is_admitted_into_room_that_is_not_there():
+    """The engine counts a on n1 and b on n2 (each full); kube-scheduler binds b to n1 first. Counting only
+    b's move showed n2 empty and admitted c there: three pods on two nodes' room for two (as a cluster
+    test saw: a seventh job on six CPUs). a, not bound yet, stands in on n2 until the cluster says."""
+    eng = engine(None, TWO)
+    a, b, c = submit_pods(eng, P("team-a/a", 4), 1.0) + submit_pods(eng, P("team-a/b", 4), 1.1) + \
+        submit_pods(eng, P("team-a/c", 4), 1.2)
+    eng.schedule(2.0)
+    assert a.phase is b.phase is Phase.RUNNING and a.node != b.node and c.phase is Phase.PENDING
+    where_a, where_b = a.node, b.node
+    assert eng.placed(b.uid, where_a) == [b, a]
+    assert (a.node, b.node) == (where_b, where_a) and b.placed and not a.placed
+    eng.schedule(3.0)
+    assert c.phase is Phase.PENDING
+    assert eng.placed(a.uid, where_b) == [] and a.placed
+    assert {n: eng.cluster.nodes[n].free["cpu"] for n in TWO} == {"n1": 0, "n2": 0}
+
+
+def test_a_pod_placed_where_only_placed_pods_are_is_counted_there_over_full():
+    """No stand-in (every pod there was placed by the cluster): the node is counted over full, as the
+    cluster says, and the room left behind is free again."""
+    eng = engine(None, TWO)
+    a, b = submit_pods(eng, P("team-a/a", 4), 1.0) + submit_pods(eng, P("team-a/b", 4), 1.1)
+    eng.schedule(2.0)
+    where_a, where_b = a.node, b.node
+    assert eng.placed(a.uid, where_a) == []
+    assert eng.placed(b.uid, where_a) == [b]
+    assert eng.cluster.nodes[where_a].free["cpu"] == -4000 and eng.cluster.nodes[where_b].free["cpu"] == 4000
 
 
 def test_removing_every_node_leaves_nothing_counted():

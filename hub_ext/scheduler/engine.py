@@ -183,23 +183,42 @@ class Engine:
             return []
         return self._requeue_all([pod])
 
-    def rebind(self, uid: int, node_name: str) -> bool:
-        """A running pod of ours is on ``node_name`` (where the cluster's scheduler put it), not on
-        the node we counted it on: count it there. False when that node is not one of ours."""
+    def placed(self, uid: int, node_name: str) -> list[Pod]:
+        """The cluster says a running pod of ours is on ``node_name`` (where kube-scheduler bound it):
+        count it there. Returns the pods now counted on another node (none: nothing moved).
+
+        kube-scheduler places our admitted pods as it likes, so two of them may land swapped: ours
+        counted on A is bound to B while one counted on B, not bound yet, will go to A. Moving only the
+        first would count B over full and A with room it does not have (the next pod of the queue was
+        admitted into it: one more running than the cluster holds). So a pod of ours counted on B that
+        the cluster has not placed yet moves to A in its stead, until the cluster says where it is.
+        """
         pod = self.pods.get(uid)
         node = self.cluster.nodes.get(node_name)
         if pod is None or node is None or pod.phase is not Phase.RUNNING or pod.occupying:
-            return False
+            return []
         if pod.node == node_name:
-            return True
-        old = self.cluster.nodes.get(pod.node) if pod.node else None
+            pod.placed = True
+            return []
+        cluster = self.cluster
+        old = cluster.nodes.get(pod.node) if pod.node else None
+        moved = [pod]
         if old is not None:
-            self.cluster.unbind(pod)
-        self.cluster.bind(node, pod)
-        pod.node = node_name
+            cluster.unbind(pod)
+            if not node.has_room(pod.requests):
+                stand_in = next((q for q in node.residents.values()
+                                 if q.phase is Phase.RUNNING and not q.placed and not q.occupying
+                                 and old.has_room(q.requests)), None)
+                if stand_in is not None:
+                    cluster.unbind(stand_in)
+                    cluster.bind(old, stand_in)
+                    stand_in.node = old.name
+                    moved.append(stand_in)
+        cluster.bind(node, pod)
+        pod.node, pod.placed = node_name, True
         if old is not None:
             self.backlog.node_released(old)
-        return True
+        return moved
 
     def _requeue_all(self, pods: list[Pod]) -> list[Pod]:
         """Put these running or nominated pods (a gang: all its active members) back in the queue in
@@ -381,6 +400,7 @@ class Engine:
         self.cluster.bind(node, pod)
         self.quota.charge(pod)
         pod.phase, pod.node, pod.admitted_at, pod.reason = Phase.RUNNING, node.name, admitted_at, None
+        pod.placed = False  # where it was counted: the cluster says again where it is
         self.quota.index_victim(pod)
         if pod.gang is not None:
             self._requeue_gang(pod.gang)
@@ -715,6 +735,7 @@ class Engine:
             self.cluster.bind(node, pod)
             self.quota.charge(pod)
             pod.phase, pod.node, pod.admitted_at, pod.reason = Phase.RUNNING, node.name, now, None
+            pod.placed = False
             self.quota.index_victim(pod)
         for pod in unit.pods:
             self._admitted(pod)
@@ -741,7 +762,7 @@ class Engine:
             self.backlog.remove(pod)
             self.cluster.bind(node, pod, nominated=True)
             self.quota.charge(pod)
-            pod.node, pod.waiting_for, pod.reason = node.name, set(), reason
+            pod.node, pod.waiting_for, pod.reason, pod.placed = node.name, set(), reason, False
             self._nominated.add(pod.uid)
         lead.waiting_for = {v.uid for v in plan.victims}
         self._admitted(lead)  # its room is booked on its path: pods there may now be taken by others

@@ -101,6 +101,7 @@ class Pod:
     finished_at: float | None = None
     gang: Gang | None = None  # admitted and evicted with the other members
     inadmissible: bool = False  # waiting, but can never start as things are: holds no queue position
+    placed: bool = False  # the cluster said it is on ``node`` (kube-scheduler bound it there)
 
     @property
     def nominated(self) -> bool:

@@ -227,8 +227,9 @@ class Controller:
         if pod is None or pod.phase is not Phase.RUNNING:
             self.observed.pop(uid, None)
             return
-        if node and node != pod.node and self.engine.rebind(uid, node):
-            self._sync_pod(pod)
+        if node:
+            for moved in self.engine.placed(uid, node):
+                self._sync_pod(moved)
         self.observed[uid] = (phase, node, message)
         prow = self.pod_rows.get(uid)
         if prow is not None:

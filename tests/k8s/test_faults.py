@@ -273,8 +273,10 @@ async def test_a_deleted_node_takes_its_capacity_and_its_work_is_queued_again(co
             view = c.view(r, events=True)
             assert any(e["type"] == "requeued" and names[0] in e["message"] for e in view["events"]), view
         # their objects go (never adopted), and nothing new is admitted into the missing room
+        async def jobs_and_states():
+            return await _job_names(api, namespace), states(c, rows)
         await until(lambda: _len_is(cluster_jobs(api, namespace), 4), "the lost jobs' objects to go", timeout=30,
-                    show=lambda: _job_names(api, namespace))
+                    show=jobs_and_states)
         for _ in range(3):
             c.tick()
             await asyncio.sleep(0.3)
