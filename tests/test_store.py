@@ -101,6 +101,40 @@ def test_rows_come_back_as_written_after_reopening(stores):
     assert again.moved_aside == [] and again.quarantined() == []
 
 
+def test_events_are_read_back_before_their_commit_and_go_with_a_rollback_or_a_revert(stores):
+    """Events are written together at the commit, not as ORM objects: read back before it all the
+    same, in order; a rollback drops them; reverting a workload drops its own only."""
+    store = stores()
+    store.add(workload("e1", 1.0))
+    store.add(workload("e2", 1.0))
+    store.commit()
+    store.record(2.0, "submitted", "one", "e1")
+    store.record(3.0, "waiting", "two", "e1", {"resource": "cpu"})
+    assert [(e.type, e.message, e.details) for e in store.events("e1")] == \
+        [("submitted", "one", None), ("waiting", "two", {"resource": "cpu"})]
+    store.record(4.0, "started", "three", "e1")
+    store.rollback()
+    assert store.events("e1") == []
+    store.record(5.0, "started", "kept", "e2")
+    store.record(5.0, "started", "dropped", "e1")
+    store.revert(store.workload("e1"))
+    store.commit()
+    store.close()
+    again = stores()
+    assert [e.message for e in again.events("e2")] == ["kept"] and again.events("e1") == []
+
+
+@pytest.mark.parametrize("setting, value", [("NORMAL", 1), ("full", 2)])
+def test_sqlite_synchronous_is_applied_and_a_wrong_one_is_one_line(tmp_path, setting, value):
+    store = Store(f"sqlite:///{tmp_path / 's.sqlite'}", sqlite_synchronous=setting)
+    try:
+        assert store.session.execute(text("PRAGMA synchronous")).scalar() == value
+    finally:
+        store.close()
+    with pytest.raises(StoreError, match="sqlite_synchronous must be one of OFF, NORMAL, FULL, EXTRA, not 'sometimes'"):
+        Store(f"sqlite:///{tmp_path / 't.sqlite'}", sqlite_synchronous="sometimes")
+
+
 # -- listings ------------------------------------------------------------------------------
 def _all_pages(store, limit, **filters):
     pages, after = [], None

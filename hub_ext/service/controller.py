@@ -366,7 +366,7 @@ class Controller:
         try:
             self.store.commit()
         except Exception:
-            self.store.session.rollback()
+            self.store.rollback()
             self._drop(row.id)
             raise
         self.poke([row.id])
@@ -610,7 +610,7 @@ class Controller:
                 self.store.commit()
         except BaseException as err:
             if waiters:
-                self.store.session.rollback()
+                self.store.rollback()
                 for row, done in waiters:
                     self._drop(row.id)
                     if not done.done():
@@ -1001,7 +1001,7 @@ class Controller:
             row = self.store.workload(wid)
             self.store.revert(row)  # what the failed attempt changed is not written
         except Exception:  # noqa: BLE001 - not even loadable: moved aside whole, as stored
-            self.store.session.rollback()
+            self.store.rollback()
             moved = self.store.move_aside("workloads", wid, f"it cannot be loaded ({error})")
             self.log.error("%s", moved.describe())
             return

@@ -242,7 +242,7 @@ class History:
             try:
                 self.step()
             except Exception:  # noqa: BLE001 - a failed sample must not stop the service
-                self.store.session.rollback()
+                self.store.rollback()
                 self.controller.log.exception("taking a history sample failed")
             await asyncio.sleep(min(self.live, self.interval))
 

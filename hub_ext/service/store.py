@@ -119,8 +119,16 @@ class QuarantineRow(Base):
         return f"{what} {self.row_id} moved aside: {self.error}; kept in table quarantine (id {self.id}): {todo}"
 
 
+#: SQLite's ``synchronous`` settings a Store accepts (https://sqlite.org/pragma.html#pragma_synchronous)
+SQLITE_SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
 class Store:
-    def __init__(self, url: str):
+    def __init__(self, url: str, *, sqlite_synchronous: str = "FULL"):
+        synchronous = sqlite_synchronous.upper()
+        if synchronous not in SQLITE_SYNCHRONOUS:
+            raise StoreError(f"sqlite_synchronous must be one of {', '.join(SQLITE_SYNCHRONOUS)}, "
+                             f"not {sqlite_synchronous!r}")
         self.url = url
         self.where = describe_url(url)
         self.moved_aside: list[QuarantineRow] = []
@@ -133,6 +141,7 @@ class Store:
                 def _sqlite_pragmas(conn, _record):  # pragma: no cover - driver detail
                     cur = conn.cursor()
                     cur.execute("PRAGMA journal_mode=WAL")
+                    cur.execute(f"PRAGMA synchronous={synchronous}")
                     cur.execute("PRAGMA foreign_keys=ON")
                     cur.close()
             with self.engine.begin() as conn:
@@ -150,10 +159,17 @@ class Store:
         except Exception as err:  # noqa: BLE001 - the driver's own errors too: each becomes the one line
             raise StoreError(explain(url, err)) from None
         self.session = Session(self.engine, expire_on_commit=False)
+        self._events: list[dict] = []  # recorded, not yet written (see ``record``)
         self._move_aside_unreadable()
 
     def commit(self) -> None:
+        self.flush_events()
         self.session.commit()
+
+    def rollback(self) -> None:
+        """Drop what was not committed: the session's changes and the events recorded since."""
+        self._events.clear()
+        self.session.rollback()
 
     def close(self) -> None:
         """Close the session and the engine's connections."""
@@ -218,21 +234,30 @@ class Store:
         else:
             row.value = value
 
-    def record(self, time: float, type_: str, message: str, workload_id=None, details=None) -> EventRow:
-        row = EventRow(time=time, type=type_, message=message, workload_id=workload_id,
-                       details=json.loads(json.dumps(details)) if details else None)
-        self.session.add(row)
-        return row
+    def record(self, time: float, type_: str, message: str, workload_id=None, details=None) -> None:
+        """An event, written with the next commit. Events are only ever added, never changed: they are
+        inserted together as one statement, not as ORM objects (a flush of those was most of a
+        commit's cost under a burst of submissions)."""
+        self._events.append({"time": time, "type": type_, "message": message, "workload_id": workload_id,
+                             "details": json.loads(json.dumps(details)) if details else None})
+
+    def flush_events(self) -> None:
+        """Write the events recorded so far into the open transaction (before reading events back)."""
+        if self._events:
+            rows, self._events = self._events, []
+            self.session.execute(EventRow.__table__.insert(), rows)
 
     def events(self, workload_id: str, limit: int = 200) -> list[EventRow]:
+        self.flush_events()
         q = select(EventRow).where(EventRow.workload_id == workload_id).order_by(EventRow.id.desc()).limit(limit)
         return list(reversed(list(self.session.scalars(q))))
 
     def revert(self, row: WorkloadRow) -> None:
         """Drop the unsaved changes to a workload, its pod rows and its new events (a restore of it failed)."""
+        self._events = [e for e in self._events if e["workload_id"] != row.id]
         with self.session.no_autoflush:
             for obj in list(self.session.new):
-                if isinstance(obj, (EventRow, PodRow)) and obj.workload_id == row.id:
+                if isinstance(obj, PodRow) and obj.workload_id == row.id:
                     self.session.expunge(obj)
             for prow in list(row.pods):
                 if prow in self.session and prow not in self.session.new:

@@ -120,6 +120,7 @@ def tree_changes(old: dict | None, new: dict | None) -> list[str]:
 
 def audit_trail(store, limit: int = 50) -> list[dict]:
     """The latest tree changes, newest first: when, who, what."""
+    store.flush_events()
     q = select(EventRow).where(EventRow.type == "tree").order_by(EventRow.id.desc()).limit(limit)
     return [{"time": e.time, "message": e.message, "by": (e.details or {}).get("by"),
              "changes": (e.details or {}).get("changes") or []} for e in store.session.scalars(q)]
@@ -130,6 +131,7 @@ def evictions_log(store, namespaces=None, limit: int = 100) -> list[dict]:
     those whose victim or preemptor is in one of them; None: all)."""
     from .store import WorkloadRow
 
+    store.flush_events()
     q = (select(EventRow, WorkloadRow).join(WorkloadRow, WorkloadRow.id == EventRow.workload_id)
          .where(EventRow.type.in_(("reclaimed", "preempted"))).order_by(EventRow.id.desc()).limit(limit * 4))
     out = []
