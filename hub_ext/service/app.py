@@ -42,7 +42,7 @@ from .forward import Switch, standby_app
 from .health import Health, watch_database
 from .heap import freeze_startup, tune
 from .leader import LeaderElector, api_client, lease_namespace
-from .store import Store, StoreError, explain
+from .store import SQLITE_SYNCHRONOUS, Store, StoreError, explain
 from .watchdog import Watchdog, hub_parent
 from .workloads import KINDS, Bounds
 
@@ -141,7 +141,7 @@ class TenancyService(Application):
         30.0, help="How long scheduling waits at start for the backend's first read of the cluster.",
     ).tag(config=True)
     sqlite_synchronous = CaselessStrEnum(
-        ["OFF", "NORMAL", "FULL", "EXTRA"], default_value="NORMAL",
+        list(SQLITE_SYNCHRONOUS), default_value="NORMAL",
         help="""
         SQLite's ``synchronous`` setting for the service's database (its journal is a write-ahead
         log). NORMAL, the default: a commit does not wait for the disk, so a crash of the service
