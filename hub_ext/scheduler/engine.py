@@ -85,6 +85,7 @@ class Decisions:
     admitted: list[Pod] = field(default_factory=list)  # started now (bound to ``pod.node``)
     nominated: list[Pod] = field(default_factory=list)  # will start when their victims are gone
     evictions: list[Eviction] = field(default_factory=list)  # victims now terminating (a gang: every member)
+    waited: list[Pod] = field(default_factory=list)  # looked at, still waiting: their reason may be new
 
     def __bool__(self) -> bool:
         return bool(self.admitted or self.nominated or self.evictions)
@@ -619,6 +620,7 @@ class Engine:
             if never is not None:
                 for p in unit.pods:
                     p.reason = never
+                out.waited.extend(unit.pods)
                 self.backlog.park(lead, [])  # only a new tree or a new node (wake_all) can change this
                 continue
             key = (lead.leaf, lead.priority, lead.can_preempt, lead.preemptible, tuple(lead.requests.items()),
@@ -627,6 +629,7 @@ class Engine:
                 reason, parking = failed[key]
                 for pod in unit.pods:
                     pod.reason = reason
+                out.waited.extend(unit.pods)
                 self.backlog.park(lead, *parking)
                 continue
             reason, blockers = self._try_start(unit, now)
@@ -646,6 +649,7 @@ class Engine:
                 continue
             for pod in unit.pods:
                 pod.reason = reason
+            out.waited.extend(unit.pods)
             parking = self._parking(unit, blockers, result)
             failed[key] = (reason, parking)
             self.backlog.park(lead, *parking)

@@ -556,6 +556,7 @@ class Controller:
         waiters, self._waiters = self._waiters, []
         touched: set[str] = set()
         seen: set[str] = set()
+        waited: list = []  # pods the engine looked at that still wait
         self._positions = None
         try:
             for _ in range(100):
@@ -572,6 +573,8 @@ class Controller:
                         self._reconcile(row, now)
                 # While a blocking problem lasts (a start-up check, the API server away) nothing is admitted.
                 decisions = self.engine.schedule(now) if not self.health.blocking else None
+                if decisions is not None:
+                    waited += decisions.waited
                 if not decisions:
                     break
                 for pod in decisions.admitted:
@@ -597,9 +600,11 @@ class Controller:
                 self._sync(row)
                 if row.state != before:  # e.g. a job that finished: its watchers hear it
                     touched.add(row.id)
-            # Waiting pods the engine looked at may wait for another reason now: their rows say so.
-            for pod in self.engine.pending:
-                if pod.reason is not self._reasons.get(pod.uid, False) and pod.uid in self.pod_rows:
+            # Waiting pods the engine looked at may wait for another reason now: their rows say so. Only
+            # those: the others kept theirs (going over the whole queue cost every pass milliseconds).
+            for pod in waited:
+                if pod.phase is Phase.PENDING and pod.node is None and \
+                        pod.reason is not self._reasons.get(pod.uid, False) and pod.uid in self.pod_rows:
                     self._sync_pod(pod)
                     touched.add(self._wid(pod))
             self.store.commit()
