@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -74,6 +75,7 @@ class HubClient:
         self.cache_seconds = cache_seconds
         self._groups: tuple[float, list] | None = None
         self._users: dict[str, tuple[float, dict]] = {}
+        self._asking: dict[str, asyncio.Future] = {}  # name -> the request for it in flight
 
     @property
     def configured(self) -> bool:
@@ -115,15 +117,28 @@ class HubClient:
         return self._groups[1]
 
     async def user(self, name: str, *, fresh: bool = False) -> dict | None:
-        now = time.monotonic()
+        """The hub's model of ``name`` (None: unknown, or the hub did not answer), at most
+        ``cache_seconds`` old (``fresh``: asked now). Callers that miss the cache together share one
+        request: a burst of one user's submits asks the hub once, not once per connection."""
         cached = self._users.get(name)
-        if fresh or cached is None or now - cached[0] > self.cache_seconds:
-            try:
-                model = await self.request("GET", f"/users/{quote(name)}")
-            except HubError:
-                model = None
-            self._users[name] = cached = (now, model)
-        return cached[1]
+        if not fresh and cached is not None and time.monotonic() - cached[0] <= self.cache_seconds:
+            return cached[1]
+        pending = None if fresh else self._asking.get(name)
+        if pending is None:
+            pending = asyncio.ensure_future(self._ask_user(name))
+            if not fresh:
+                self._asking[name] = pending
+                pending.add_done_callback(lambda _, name=name: self._asking.pop(name, None))
+        return await asyncio.shield(pending)  # one caller's cancellation leaves the others their answer
+
+    async def _ask_user(self, name: str) -> dict | None:
+        now = time.monotonic()
+        try:
+            model = await self.request("GET", f"/users/{quote(name)}")
+        except HubError:
+            model = None
+        self._users[name] = (now, model)
+        return model
 
     async def stop_server(self, user: str, server: str = "") -> None:
         path = f"/users/{quote(user)}/servers/{quote(server)}" if server else f"/users/{quote(user)}/server"

@@ -158,7 +158,7 @@ class Api:
         if not 200 <= status <= 299:
             raise _status_error(status, reason, data)
         try:
-            return json.loads(data) if data else {}
+            return orjson.loads(data) if data else {}
         except ValueError:
             raise KubernetesError(f"{method} {path}: the API server answered with something other than JSON") from None
 
@@ -195,9 +195,10 @@ class Api:
 
     def watch(self, kind: Kind, *, label_selector: str | None = None, resource_version: str | None = None,
               timeout_seconds: int = 300, stop=None, on_response=None):
-        """Follow changes of ``kind`` in every namespace from ``resource_version``: yields
-        ``(type, object)`` with type ``ADDED``, ``MODIFIED``, ``DELETED`` or ``BOOKMARK``, as plain
-        dicts (no model round trip). Ends when the server ends the watch (after about
+        """Follow changes of ``kind`` in every namespace from ``resource_version``: yields lists of
+        ``(type, object)``, type ``ADDED``, ``MODIFIED``, ``DELETED`` or ``BOOKMARK``, objects as plain
+        dicts (no model round trip), one list per read from the connection: under load a read brings
+        many events, and their reader hands them on together. Ends when the server ends the watch (after about
         ``timeout_seconds``); an ``ERROR`` event (410 Gone: the version is too old) raises
         ``KubernetesError`` with its status. ``stop()``, when given, is checked between events;
         ``on_response(response)`` is handed the open urllib3 response (to shut it from another thread)."""
@@ -226,6 +227,7 @@ class Api:
             for chunk in raw.stream(amt=None, decode_content=False):
                 lines = (buffer + chunk).split(b"\n")
                 buffer = lines.pop()  # the start of an event still to come
+                batch = []
                 for line in lines:
                     if not line.strip():
                         continue
@@ -233,9 +235,11 @@ class Api:
                     if event.get("type") == "ERROR":
                         obj = event.get("object") or {}
                         raise KubernetesError(f"watch of {kind.plural}: {obj.get('message') or obj}", obj.get("code"))
-                    yield event.get("type"), event.get("object") or {}
-                    if stop is not None and stop():
-                        return
+                    batch.append((event.get("type"), event.get("object") or {}))
+                if batch:
+                    yield batch
+                if stop is not None and stop():
+                    return
         except KubernetesError:
             raise
         except Exception as exc:  # noqa: BLE001 - a dropped connection, a read timeout

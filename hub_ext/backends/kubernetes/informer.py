@@ -176,11 +176,26 @@ class Informer:
         self._kick.clear()
 
     def _emit(self, kind: str, obj) -> bool:
+        return self._hand_over([(kind, obj)])
+
+    def _hand_over(self, events: list) -> bool:
+        """Hand ``events`` to the loop in one callback (waking the loop once per read, not per event)."""
         try:
-            self.loop.call_soon_threadsafe(self.on_event, kind, obj)
+            self.loop.call_soon_threadsafe(self._deliver, events)
             return True
         except RuntimeError:  # the loop is closed: the service is gone
             return False
+
+    def _deliver(self, events: list) -> None:
+        for kind, obj in events:
+            try:
+                self.on_event(kind, obj)
+            except Exception as err:  # noqa: BLE001 - as a callback of its own: one bad event does not drop the rest
+                message = f"handling a {kind} event of {self.name} failed"
+                if self.log is not None:
+                    self.log.exception("%s", message)
+                else:
+                    self.loop.call_exception_handler({"message": message, "exception": err})
 
     def _run(self) -> None:
         delay = BACKOFF[0]
@@ -196,11 +211,12 @@ class Informer:
                     self.synced.set()
                 if self._stop.is_set():
                     return
-                for kind, obj in self.api.watch(self.kind, label_selector=self.selector, resource_version=version,
-                                                timeout_seconds=self.timeout_seconds, stop=self._stop.is_set,
-                                                on_response=self._opened):
-                    version = (obj.get("metadata") or {}).get("resourceVersion") or version
-                    if kind in ("ADDED", "MODIFIED", "DELETED") and not self._emit(kind, obj):
+                for batch in self.api.watch(self.kind, label_selector=self.selector, resource_version=version,
+                                            timeout_seconds=self.timeout_seconds, stop=self._stop.is_set,
+                                            on_response=self._opened):
+                    version = (batch[-1][1].get("metadata") or {}).get("resourceVersion") or version
+                    changes = [(kind, obj) for kind, obj in batch if kind in ("ADDED", "MODIFIED", "DELETED")]
+                    if changes and not self._hand_over(changes):
                         return
                 delay = BACKOFF[0]  # the server ended the watch: resume from the last version
             except KubernetesError as err:
