@@ -128,7 +128,8 @@ class HubClient:
             pending = asyncio.ensure_future(self._ask_user(name))
             if not fresh:
                 self._asking[name] = pending
-                pending.add_done_callback(lambda _, name=name: self._asking.pop(name, None))
+                pending.add_done_callback(lambda done, name=name: self._asking.pop(name, None)
+                                          if self._asking.get(name) is done else None)
         return await asyncio.shield(pending)  # one caller's cancellation leaves the others their answer
 
     async def _ask_user(self, name: str) -> dict | None:

@@ -200,7 +200,7 @@ class Api:
         dicts (no model round trip), one list per read from the connection: under load a read brings
         many events, and their reader hands them on together. Ends when the server ends the watch (after about
         ``timeout_seconds``); an ``ERROR`` event (410 Gone: the version is too old) raises
-        ``KubernetesError`` with its status. ``stop()``, when given, is checked between events;
+        ``KubernetesError`` with its status. ``stop()``, when given, is checked after each read;
         ``on_response(response)`` is handed the open urllib3 response (to shut it from another thread)."""
         if self.limiter is not None:
             self.limiter.take()

@@ -175,9 +175,6 @@ class Informer:
         self._kick.wait(delay)
         self._kick.clear()
 
-    def _emit(self, kind: str, obj) -> bool:
-        return self._hand_over([(kind, obj)])
-
     def _hand_over(self, events: list) -> bool:
         """Hand ``events`` to the loop in one callback (waking the loop once per read, not per event)."""
         try:
@@ -206,7 +203,7 @@ class Informer:
                     items, version = self.api.list_with_version(self.kind, self.selector)
                     if self.monitor is not None:
                         self.monitor.succeeded()
-                    if not self._emit("LIST", items):
+                    if not self._hand_over([("LIST", items)]):
                         return
                     self.synced.set()
                 if self._stop.is_set():
