@@ -17,7 +17,7 @@ from jupyterhub.services.auth import HubOAuth
 from sqlalchemy.exc import SQLAlchemyError
 from tornado import web
 from tornado.httpserver import HTTPServer
-from traitlets import Bool, CaselessStrEnum, Dict, Float, Integer, List, Type, Unicode, default
+from traitlets import Bool, CaselessStrEnum, Dict, Float, Integer, List, TraitError, Type, Unicode, default, validate
 from traitlets.config import Application
 
 from ..backends import Backend
@@ -33,6 +33,7 @@ from .dashboard import page_routes
 from .handlers import load_openapi, routes
 from .history import History
 from .hub import HubClient, HubError, hub_token, take_hub_token
+from .security import cookie_secret
 from .fairness import FairShare
 from .metrics import Metrics
 from .room import RoomHandler
@@ -196,6 +197,23 @@ class TenancyService(Application):
     servers_grace_seconds = Float(
         10.0, help="How long a notebook's server may be missing from the hub before its room is given back.",
     ).tag(config=True)
+    cookie_secret = Unicode(
+        "",
+        help="""
+        Signs the service's cookies (the pages' login through the hub). Empty (the default): derived
+        from the service's hub API token, which every replica holds, so that a login made at one
+        leader is honoured by the next after a takeover. Set it (at least 32 characters, the same on
+        every replica) to rotate the cookies apart from the token.
+        """,
+    ).tag(config=True)
+
+    @validate("cookie_secret")
+    def _valid_cookie_secret(self, proposal):
+        value = proposal["value"]
+        if value and len(value) < 32:
+            raise TraitError(f"TenancyService.cookie_secret has {len(value)} characters; at least 32 are needed")
+        return value
+
     token_cache_seconds = Float(
         4.0, help="How long the hub's answer about a token is trusted: a revoked token is refused after this.",
     ).tag(config=True)
@@ -356,7 +374,7 @@ class TenancyService(Application):
             controller=controller, hub=self.hub, hub_auth=hub_auth, metrics=self.metrics,
             history=self.history, page_prefix=prefix,
             openapi=load_openapi(OPENAPI), authenticate_metrics=self.authenticate_metrics,
-            cookie_secret=os.urandom(32), xsrf_cookies=False,
+            cookie_secret=cookie_secret(self.cookie_secret, hub_token()), xsrf_cookies=False,
             service_name=self.service_name, max_body_bytes=self.max_body_bytes,
             fairness=FairShare(self.requests_per_user),
             static_path=str(STATIC), static_url_prefix=prefix + "static/", static_handler_class=StaticFiles,

@@ -8,6 +8,10 @@ Neither may be framed (clickjacking) nor sniffed into another type.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import os
+
 from jupyterhub.services.auth import HubOAuthCallbackHandler
 from tornado import web
 
@@ -38,3 +42,14 @@ class StaticFiles(SecureHeaders, web.StaticFileHandler):
     """The pages' own CSS and scripts."""
 
     policy = PAGE_POLICY
+
+
+def cookie_secret(configured: str, hub_token: str) -> bytes:
+    """The key that signs the service's cookies: the configured one; else one derived from the hub API
+    token (every replica holds the same token, so a takeover keeps users logged in; an HMAC under a
+    label of its own, so the cookie key tells nothing of the token); else, without a token, a random one."""
+    if configured:
+        return configured.encode()
+    if hub_token:
+        return hmac.new(hub_token.encode(), b"jupyterhub-tenancy cookie secret", hashlib.sha256).digest()
+    return os.urandom(32)
