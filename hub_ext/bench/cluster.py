@@ -8,7 +8,9 @@ backend; ten users (one team each) submit the same ``N`` jobs with their tokens:
 first submit to ``N`` Running, and each submit's latency. Then, with the last size still running,
 ``--queued`` jobs wait in a team whose ResourceQuota is full, and more submits are timed behind
 them. The settings that bound the figures (the controller-manager's and scheduler's client QPS,
-the service's) are printed with them.
+the service's) are printed with them, and so is where each side's CPU went (``cpu_seconds``: the
+control plane's processes, the service, the hub and the client, read from ``/proc``): on one
+machine a side is as fast as the CPU the control plane is left with.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from .cpu import CpuMeter
 from .hubproc import HubAndService
 from .kube import BenchError, Cluster, RunningCounter, component_qps
 from .plain import run_plain
@@ -73,12 +76,18 @@ def summary(size: int, rounds: list[dict]) -> dict:
         return round(statistics.median(values), 2)
 
     services = [r["service"] for r in rounds]
+
+    def cpu(side: str) -> dict:  # each role's median over the rounds
+        roles = {role for r in rounds for role in r[side].get("cpu_seconds", {})}
+        return {role: median([r[side]["cpu_seconds"].get(role, 0.0) for r in rounds]) for role in sorted(roles)}
+
     return {"bench": "cluster", "pods": size,
             "plain_pods_per_s": median([r["plain"]["pods_per_s"] for r in rounds]),
             "service_pods_per_s": median([s["pods_per_s"] for s in services]),
             "ratio": median([r["ratio"] for r in rounds]),
             "submit_p50_ms": median([s["submit_p50_ms"] for s in services]),
             "submit_p99_ms": median([s["submit_p99_ms"] for s in services]),
+            "plain_cpu_seconds": cpu("plain"), "service_cpu_seconds": cpu("service"),
             "plain": rounds[0]["plain"], "service": rounds[0]["service"], "rounds": rounds}
 
 
@@ -138,17 +147,19 @@ def _throughput(procs: HubAndService, cluster: Cluster, teams: dict, size: int, 
             for i in range(size)]
     counter = RunningCounter(cluster.kubeconfig, cluster.selector).start()
     try:
+        meter = CpuMeter({"tenancy service": procs.service_pid, "jupyterhub": procs.hub_pid}).start()
         submitted = asyncio.run(submit_all(procs.service_url, jobs))
         submit_s = time.monotonic() - submitted["started"]
         last = counter.wait(size, args.timeout)
         took = last - submitted["started"]
+        used = meter.stop()
         time.sleep(args.settle)  # anything made twice would show now
         made = sum(len(cluster.batch.list_namespaced_job(ns).items) for ns in teams.values())
         return {"pods": size, "seconds": round(took, 2), "pods_per_s": round(size / took, 1),
                 "submit_seconds": round(submit_s, 2), **latency_figures(submitted["latencies"]),
                 "pods_made_seconds": round(counter.last_created - submitted["started"], 2),
                 "running": len(counter.running), "pods_seen": len(counter.created), "jobs_created": made,
-                "workloads": len(set(submitted["ids"]))}
+                "workloads": len(set(submitted["ids"])), "cpu_seconds": used}
     finally:
         counter.stop()
 
@@ -195,6 +206,15 @@ def _line(row: dict) -> str:
         return (f"{row['pods']:>6} pods  plain kube-scheduler {row['plain_pods_per_s']:>7} pods/s  "
                 f"service (REST) {row['service_pods_per_s']:>7} pods/s  ratio {row['ratio']}x "
                 f"(rounds: {', '.join(str(r['ratio']) for r in row['rounds'])})  "
-                f"submit p50 {row['submit_p50_ms']} ms p99 {row['submit_p99_ms']} ms")
+                f"submit p50 {row['submit_p50_ms']} ms p99 {row['submit_p99_ms']} ms{_cpu_line(row)}")
     return (f"{row['queued']} queued: submit p50 {row['queued_submit_p50_ms']} ms p99 {row['queued_submit_p99_ms']} ms "
             f"({row['probes']} submits; the queue filled in {row['queue_fill_seconds']} s)")
+
+
+def _cpu_line(row: dict) -> str:
+    plain, service = row.get("plain_cpu_seconds") or {}, row.get("service_cpu_seconds") or {}
+    if not plain.get("all") or not service.get("all"):
+        return ""  # no /proc here
+    return (f"  CPU s (medians): plain {plain['all']}, service side {service['all']} (the service "
+            f"{service.get('tenancy service', 0)}, the hub {service.get('jupyterhub', 0)}; kube-apiserver "
+            f"{plain.get('kube-apiserver', 0)} and {service.get('kube-apiserver', 0)})")

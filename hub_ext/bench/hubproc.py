@@ -213,3 +213,7 @@ c.JupyterHub.load_roles = [
     @property
     def service_pid(self) -> int | None:
         return self.service.proc.pid if self.service is not None else None
+
+    @property
+    def hub_pid(self) -> int | None:
+        return self.hub.proc.pid if self.hub is not None else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from .cpu import CpuMeter
 from .kube import RUN_LABEL, Cluster, RunningCounter
 
 
@@ -31,15 +32,17 @@ def run_plain(cluster: Cluster, namespaces: list[str], pods: int, *, cpu: str, m
             ns = namespaces[i % len(namespaces)]
             cluster.batch.create_namespaced_job(ns, job(f"plain-{i}", cluster.run, cpu, memory, priority_class))
 
+        meter = CpuMeter().start()
         started = time.monotonic()
         with ThreadPoolExecutor(concurrency) as pool:
             list(pool.map(create, range(pods)))
         created_s = time.monotonic() - started
         last = counter.wait(pods, timeout)
         took = last - started
+        used = meter.stop()
         return {"pods": pods, "seconds": round(took, 2), "pods_per_s": round(pods / took, 1),
                 "create_seconds": round(created_s, 2), "pods_made_seconds": round(counter.last_created - started, 2),
                 "running": len(counter.running),
-                "pods_seen": len(counter.created)}
+                "pods_seen": len(counter.created), "cpu_seconds": used}
     finally:
         counter.stop()

@@ -104,7 +104,6 @@ class Controller:
         self._reasons: dict[int, object] = {}  # engine uid -> the pod's reason as last written to its row
         self._positions: dict | None = None  # queue positions as of the last tick (see queue_positions)
         self._looping = False  # run() is ticking
-        self._gauges_at = float("-inf")  # when the metrics' gauges were last set
         self._tasks: set[asyncio.Task] = set()
         self._missing: dict[str, float] = {}  # notebook workload id -> when the hub was first seen without its server
         # notebook workload id -> {"deadline", "message"} while it is being evicted: the page counts down
@@ -586,12 +585,7 @@ class Controller:
                 for pod in decisions.nominated:
                     touched.add(self._wid(pod))
             if self.metrics is not None:
-                took = time.perf_counter() - started
-                if started - self._gauges_at >= 1.0:  # the gauges count every pod: once a second at most
-                    self._gauges_at = started
-                    self.metrics.observe_tick(self, took)
-                else:
-                    self.metrics.decision.observe(took)
+                self.metrics.observe_tick(time.perf_counter() - started)
             for wid in list(self.rows) if full else seen | touched:
                 row = self.rows.get(wid)
                 if row is None:

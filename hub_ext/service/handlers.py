@@ -425,6 +425,7 @@ class MetricsHandler(APIHandler):
         history = self.settings.get("history")
         if history is not None:
             history.refresh_metrics()
+        self.settings["metrics"].observe_engine(self.controller.engine)
         self.set_header("Content-Type", CONTENT_TYPE_LATEST)
         self.finish(generate_latest(self.settings["metrics"].registry))
 

@@ -62,9 +62,12 @@ class Metrics:
     def evicted(self, pod) -> None:
         self.evictions.labels(pod.namespace, pod.reason.code if pod.reason else "").inc()
 
-    def observe_tick(self, controller, seconds: float) -> None:
+    def observe_tick(self, seconds: float) -> None:
         self.decision.observe(seconds)
-        engine = controller.engine
+
+    def observe_engine(self, engine) -> None:
+        """Set the quota and pod gauges from the engine: at each scrape, not at each scheduling pass
+        (they count every pod; with thousands queued that stalled the passes, and so the submits)."""
         for node, values in engine.quota.report().items():
             for kind in ("min", "max", "used"):
                 for res, milli in values[kind].items():

@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 SETTINGS = {"bench", "run", "nodes", "node_cpu", "pod_cpu", "teams", "rounds", "components", "service"}
 ROW = {"bench", "pods", "plain_pods_per_s", "service_pods_per_s", "ratio", "submit_p50_ms", "submit_p99_ms",
-       "plain", "service", "rounds"}
+       "plain_cpu_seconds", "service_cpu_seconds", "plain", "service", "rounds"}
 BACKLOG = {"bench", "queued", "queue_fill_seconds", "queued_submit_p50_ms", "queued_submit_p99_ms", "probes"}
 
 
@@ -38,8 +38,15 @@ def test_cluster_bench_small(control_plane, tmp_path):
         assert service["running"] == service["pods_seen"] == service["jobs_created"] == service["workloads"] == pods
         assert service["submits"] == pods
         assert one["ratio"] == round(service["pods_per_s"] / plain["pods_per_s"], 2)
+        # where the CPU went: this control plane's processes on both sides, the service and hub on its own
+        for side in (plain, service):
+            assert side["cpu_seconds"]["kube-apiserver"] > 0 and side["cpu_seconds"]["all"] > 0
+        assert service["cpu_seconds"]["tenancy service"] > 0 and "jupyterhub" in service["cpu_seconds"]
+        assert "tenancy service" not in plain["cpu_seconds"]
     assert row["ratio"] == round(sum(r["ratio"] for r in row["rounds"]) / 2, 2)  # the median of two
     assert row["ratio"] > 0 and row["submit_p99_ms"] >= row["submit_p50_ms"] > 0
+    assert row["service_cpu_seconds"]["tenancy service"] == round(
+        sum(r["service"]["cpu_seconds"]["tenancy service"] for r in row["rounds"]) / 2, 2)  # the median of two
     assert BACKLOG <= set(backlog) and backlog["queued"] == 30 and backlog["probes"] == 10
     # everything the run made on the cluster is gone again
     from kubernetes import client

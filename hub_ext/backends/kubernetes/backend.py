@@ -916,7 +916,10 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             self._job_objs.pop(key, None)
             return
         self._job_objs[key] = {"_deleted": True, "metadata": _slim_meta(obj)} if kind == "DELETED" else _slim_job(obj)
-        f.changed.set()
+        # The Job is read only while it has no pod of its own (``_why_no_pod``); once it has one, its pod's
+        # events tell everything (a Job deleted takes its pod along) and its status writes need not wake us.
+        if kind == "DELETED" or not any(f.belongs(pod) for pod in f.pods.values()):
+            f.changed.set()
 
     def _watched_job(self, f: Followed) -> dict | None:
         """Our Job of ``f`` as the watch saw it (a tombstone when deleted); None when the watch has not
@@ -1380,6 +1383,8 @@ async def _wait_event(event: asyncio.Event, timeout: float | None) -> bool:
     follower or the service would then go on after being told to stop)."""
     if event.is_set():
         return True
+    if timeout is None:  # a cancellation reaches a plain wait as it is; no task of its own (one per pod event)
+        return await event.wait()
     waiter = asyncio.ensure_future(event.wait())
     try:
         done, _ = await asyncio.wait({waiter}, timeout=timeout)
