@@ -275,7 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pod-memory", default="1Gi")
     p.add_argument("--queued", type=int, default=5000,
                    help="with --cluster: jobs left waiting before the last submits are timed (0: skip)")
-    p.add_argument("--probes", type=int, default=500, help="with --cluster: submits timed behind --queued")
+    p.add_argument("--probes", type=int, default=500,
+                   help="with --cluster: submits timed behind --queued, from ten users at once (and before them, "
+                        "up to 100 more from one user, one at a time)")
     p.add_argument("--service-qps", type=float, default=500.0, help="with --cluster: KubernetesBackend.api_qps")
     p.add_argument("--service-burst", type=int, default=1000, help="with --cluster: KubernetesBackend.api_burst")
     p.add_argument("--create-concurrency", type=int, default=16,

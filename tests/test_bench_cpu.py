@@ -12,13 +12,18 @@ from hub_ext.bench.cpu import CpuMeter
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="the meter reads Linux's /proc")
 
-SPIN = "import sys, time\nsys.stdin.readline()\nt = time.process_time()\nwhile time.process_time() - t < 0.5:\n    pass\nprint('done', flush=True)\nsys.stdin.readline()\n"
+# waits for a line, spins half a CPU second, says so, and waits again (alive when the meter reads it)
+SPIN = ("import sys, time\nsys.stdin.readline()\nt = time.process_time()\n"
+        "while time.process_time() - t < 0.5:\n    pass\nprint('done', flush=True)\nsys.stdin.readline()\n")
 
 
 def test_meter_counts_each_role_over_the_run_only():
-    busy = subprocess.Popen([sys.executable, "-c", SPIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    idle = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline()"], stdin=subprocess.PIPE, text=True)
+    pipes = {"stdin": subprocess.PIPE, "text": True}
+    busy = subprocess.Popen([sys.executable, "-c", SPIN], stdout=subprocess.PIPE, **pipes)
+    idle = subprocess.Popen([sys.executable, "-c", "import sys; print('ready', flush=True); sys.stdin.readline()"],
+                            stdout=subprocess.PIPE, **pipes)
     try:
+        assert idle.stdout.readline().strip() == "ready"  # its start-up is over before the meter starts
         meter = CpuMeter({"busy": busy.pid, "idle": idle.pid, "nobody": None}).start()
         busy.stdin.write("go\n")
         busy.stdin.flush()

@@ -165,8 +165,9 @@ def _throughput(procs: HubAndService, cluster: Cluster, teams: dict, size: int, 
 
 
 def _backlog(procs: HubAndService, teams: dict, queued: int, args) -> dict:
-    """``queued`` jobs waiting (the backlog team's ResourceQuota holds one), then ``args.probes`` submits
-    to the other teams timed behind them."""
+    """``queued`` jobs waiting (the backlog team's ResourceQuota holds one), then submits to the other
+    teams timed behind them: one user's, one after another (what one person sees), then
+    ``args.probes`` from all ten users at once, one connection each (the service saturated)."""
     token = procs.tokens["team-backlog-user"]
     ns = teams["team-backlog"]
     started = time.monotonic()
@@ -174,13 +175,18 @@ def _backlog(procs: HubAndService, teams: dict, queued: int, args) -> dict:
                                                for i in range(queued)]))
     fill_s = time.monotonic() - started
     users = [(procs.tokens[f"{g}-user"], n) for g, n in teams.items() if g != "team-backlog"]
+    alone = [(users[0][0], users[0][1], training(f"alone-{i}", args.pod_cpu, args.pod_memory))
+             for i in range(min(100, args.probes))]
+    single = latency_figures(asyncio.run(submit_all(procs.service_url, alone, per_user=1))["latencies"])
     probes = [(users[i % len(users)][0], users[i % len(users)][1], training(f"probe-{i}", args.pod_cpu, args.pod_memory))
               for i in range(args.probes)]
     timed = asyncio.run(submit_all(procs.service_url, probes, per_user=1))
     return {"bench": "cluster-backlog", "queued": queued, "queue_fill_seconds": round(fill_s, 2),
             "queued_submit_p50_ms": latency_figures(timed["latencies"])["submit_p50_ms"],
             "queued_submit_p99_ms": latency_figures(timed["latencies"])["submit_p99_ms"],
-            "probes": len(timed["latencies"])}
+            "probes": len(timed["latencies"]),
+            "queued_single_submit_p50_ms": single["submit_p50_ms"],
+            "queued_single_submit_p99_ms": single["submit_p99_ms"], "single_submits": single["submits"]}
 
 
 def main(args) -> int:
@@ -208,7 +214,9 @@ def _line(row: dict) -> str:
                 f"(rounds: {', '.join(str(r['ratio']) for r in row['rounds'])})  "
                 f"submit p50 {row['submit_p50_ms']} ms p99 {row['submit_p99_ms']} ms{_cpu_line(row)}")
     return (f"{row['queued']} queued: submit p50 {row['queued_submit_p50_ms']} ms p99 {row['queued_submit_p99_ms']} ms "
-            f"({row['probes']} submits; the queue filled in {row['queue_fill_seconds']} s)")
+            f"({row['probes']} submits from ten users at once; the queue filled in {row['queue_fill_seconds']} s); "
+            f"one user's submits one at a time: p50 {row['queued_single_submit_p50_ms']} ms "
+            f"p99 {row['queued_single_submit_p99_ms']} ms ({row['single_submits']} submits)")
 
 
 def _cpu_line(row: dict) -> str:

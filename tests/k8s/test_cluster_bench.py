@@ -13,7 +13,8 @@ REPO = Path(__file__).resolve().parents[2]
 SETTINGS = {"bench", "run", "nodes", "node_cpu", "pod_cpu", "teams", "rounds", "components", "service"}
 ROW = {"bench", "pods", "plain_pods_per_s", "service_pods_per_s", "ratio", "submit_p50_ms", "submit_p99_ms",
        "plain_cpu_seconds", "service_cpu_seconds", "plain", "service", "rounds"}
-BACKLOG = {"bench", "queued", "queue_fill_seconds", "queued_submit_p50_ms", "queued_submit_p99_ms", "probes"}
+BACKLOG = {"bench", "queued", "queue_fill_seconds", "queued_submit_p50_ms", "queued_submit_p99_ms", "probes",
+           "queued_single_submit_p50_ms", "queued_single_submit_p99_ms", "single_submits"}
 
 
 def test_cluster_bench_small(control_plane, tmp_path):
@@ -48,6 +49,8 @@ def test_cluster_bench_small(control_plane, tmp_path):
     assert row["service_cpu_seconds"]["tenancy service"] == round(
         sum(r["service"]["cpu_seconds"]["tenancy service"] for r in row["rounds"]) / 2, 2)  # the median of two
     assert BACKLOG <= set(backlog) and backlog["queued"] == 30 and backlog["probes"] == 10
+    assert backlog["single_submits"] == 10
+    assert backlog["queued_single_submit_p99_ms"] >= backlog["queued_single_submit_p50_ms"] > 0
     # everything the run made on the cluster is gone again
     from kubernetes import client
 
