@@ -56,7 +56,7 @@ class CpuMeter:
     """``start()``, the run, ``stop()``: ``{role: CPU seconds}`` over the run, and ``"all"``.
 
     ``pids`` names more processes by role (``{"tenancy service": pid}``); this process is the
-    ``"client"``. A process that ends during the run counts up to its last reading (none)."""
+    ``"client"``. A process gone by the end of the run is left out (its last reading is lost with it)."""
 
     def __init__(self, pids: dict[str, int | None] | None = None):
         self.roles = {pid: role for role, pid in (pids or {}).items() if pid}
