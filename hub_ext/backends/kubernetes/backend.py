@@ -918,7 +918,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         self._job_objs[key] = {"_deleted": True, "metadata": _slim_meta(obj)} if kind == "DELETED" else _slim_job(obj)
         # The Job is read only while it has no pod of its own (``_why_no_pod``); once it has one, its pod's
         # events tell everything (a Job deleted takes its pod along) and its status writes need not wake us.
-        if kind == "DELETED" or f.current() is None:
+        if kind == "DELETED" or not any(f.belongs(pod) for pod in f.pods.values()):
             f.changed.set()
 
     def _watched_job(self, f: Followed) -> dict | None:
