@@ -116,3 +116,54 @@ def test_the_collector_is_tuned_and_what_lives_at_start_is_frozen():
     finally:
         gc.set_threshold(*before)
         gc.unfreeze()
+
+
+def test_node_events_change_capacity_at_once_and_heartbeats_change_nothing(tmp_path):
+    """The node watch's events as the API server sends them, against a real controller and engine:
+    a node's size, cordon, taint and Ready status count at once; a heartbeat (only the conditions'
+    times change) changes nothing; with no usable node left, the health says so."""
+    from hub_ext.backends.kubernetes.backend import KubernetesBackend
+    from hub_ext.backends.local import LocalBackend
+    from hub_ext.service.controller import Controller
+    from hub_ext.service.store import Store
+
+    controller = Controller(store=Store(f"sqlite:///{tmp_path}/t.sqlite"), tree=TREE, backend=LocalBackend(
+        nodes_config=[{"name": "local", "allocatable": {"cpu": "1"}}], data_dir=str(tmp_path)))
+    k8s = KubernetesBackend(api_client=object())  # no API call is made here
+    k8s.controller = controller
+
+    def node(name, cpu="4", ready="True", beat="00", unschedulable=None, taints=None):
+        return {"metadata": {"name": name, "labels": {"pool": "a"}},
+                "spec": {**({"unschedulable": unschedulable} if unschedulable else {}),
+                         **({"taints": taints} if taints else {})},
+                "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"},
+                           "conditions": [{"type": "Ready", "status": ready,
+                                           "lastHeartbeatTime": f"2026-12-02T00:00:{beat}Z"}]}}
+
+    def capacity():
+        nodes = controller.engine.cluster.nodes
+        return {name: (n.allocatable.get("cpu"), n.schedulable) for name, n in sorted(nodes.items()) if name != "local"}
+
+    k8s._node_event("LIST", [node("n1"), node("n2", ready="False")])
+    assert capacity() == {"n1": (4000, True)}  # n2 is not Ready: not counted yet
+    assert "nodes" not in controller.health.problems
+    k8s._node_event("MODIFIED", node("n2", beat="10"))  # Ready now
+    assert capacity() == {"n1": (4000, True), "n2": (4000, True)}
+    k8s._node_event("MODIFIED", node("n1", beat="10"))  # a heartbeat
+    assert capacity() == {"n1": (4000, True), "n2": (4000, True)}
+    k8s._node_event("MODIFIED", node("n1", cpu="6", beat="20"))  # resized
+    assert capacity() == {"n1": (6000, True), "n2": (4000, True)}
+    k8s._node_event("MODIFIED", node("n1", cpu="6", beat="30", unschedulable=True))  # cordoned
+    assert capacity() == {"n1": (6000, False), "n2": (4000, True)}
+    k8s._node_event("MODIFIED", node("n1", cpu="6", beat="40"))  # uncordoned
+    k8s._node_event("MODIFIED", node("n2", beat="40", taints=[{"key": "gpu", "effect": "NoSchedule"}]))
+    assert capacity() == {"n1": (6000, True), "n2": (4000, False)}
+    k8s._node_event("MODIFIED", node("n2", beat="50", taints=[{"key": "gpu", "effect": "NoSchedule"}]))
+    assert capacity() == {"n1": (6000, True), "n2": (4000, False)}  # still tainted after its heartbeat
+    k8s._node_event("MODIFIED", node("n1", cpu="6", ready="Unknown", beat="50"))  # its kubelet is gone
+    assert capacity() == {"n1": (6000, False), "n2": (4000, False)}
+    assert "no Ready, schedulable Node" in controller.health.problems["nodes"].message
+    k8s._node_event("DELETED", node("n1"))
+    k8s._node_event("MODIFIED", node("n2", beat="59"))  # untainted
+    assert capacity() == {"n2": (4000, True)}
+    assert "nodes" not in controller.health.problems

@@ -18,7 +18,6 @@ import pytest
 import yaml
 
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from hub_ext.backends.kubernetes.backend import (
     JOB_NAME_LABEL, MANAGED_BY, MANAGED_BY_LABEL, WORKLOAD_LABEL, KubernetesBackend,
@@ -27,6 +26,8 @@ from hub_ext.quota.quantity import parse_resource_list
 from hub_ext.quota.tree import parse_tree
 from hub_ext.service.controller import Controller, Identity
 from hub_ext.service.store import Store
+
+from objects import remove, running  # tests/k8s/objects.py
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
 ADMIN = Identity(name="admin", admin=True)
@@ -52,10 +53,6 @@ def cluster_pods(api, namespace):
     return core.list_namespaced_pod(namespace, label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}").items
 
 
-def running(pods):
-    return [p for p in pods if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
-
-
 @pytest.fixture
 def demo(control_plane, api, seed_classes):
     suffix = uuid.uuid4().hex[:6]
@@ -66,17 +63,7 @@ def demo(control_plane, api, seed_classes):
     label = {"tenancy-test/backend": suffix}
     control_plane.add_node(node, {"cpu": "56", "memory": "256Gi", "nvidia.com/gpu": "8"}, labels=label)
     yield suffix, namespaces, node, label
-    core = client.CoreV1Api(api)
-    for ns in namespaces:
-        try:
-            core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
-            core.delete_namespace(ns)
-        except ApiException:
-            pass
-    try:
-        core.delete_node(node)
-    except ApiException:
-        pass
+    remove(api, namespaces, node)
 
 
 def test_ack_demo_on_a_real_cluster(control_plane, api, demo, tmp_path):

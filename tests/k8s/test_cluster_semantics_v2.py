@@ -11,12 +11,13 @@ import uuid
 
 import pytest
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from hub_ext.backends.kubernetes.backend import JOB_NAME_LABEL, MANAGED_BY, MANAGED_BY_LABEL, KubernetesBackend
 from hub_ext.quota.tree import parse_tree
 from hub_ext.service.controller import Controller, Identity
 from hub_ext.service.store import Store
+
+from objects import remove, running  # tests/k8s/objects.py
 
 ADMIN = Identity(name="admin", admin=True)
 
@@ -41,25 +42,11 @@ def cluster(control_plane, api, seed_classes):
     node, label = f"v2-{suffix}", {"tenancy-test/v2": suffix}
     control_plane.add_node(node, {"cpu": "40", "memory": "256Gi"}, labels=label)
     yield a, b, node, label
-    core = client.CoreV1Api(api)
-    for ns in (a, b):
-        try:
-            core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
-            core.delete_namespace(ns)
-        except ApiException:
-            pass
-    try:
-        core.delete_node(node)
-    except ApiException:
-        pass
+    remove(api, (a, b), node)
 
 
 def pods_of(api, ns):
     return client.CoreV1Api(api).list_namespaced_pod(ns, label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}").items
-
-
-def running(pods):
-    return [p for p in pods if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
 
 
 def job(ns, cpu, replicas=1, **extra):

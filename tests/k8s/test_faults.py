@@ -438,6 +438,9 @@ async def test_a_pod_stuck_terminating_is_reported_and_its_work_queued_again(con
     async with serving(api, label, tmp_path, terminating_timeout_seconds=3.0) as c:
         row = c.submit(ADMIN, job("stuck", namespace=namespace))
         await until(lambda: c.view(row)["state"] == "Running", "the job running", show=lambda: c.view(row))
+        # the service's watch and this list are two readers of the API server: wait for the list to agree
+        await until(lambda: count_running(api, namespace), "the job's pod listed Running",
+                    show=lambda: pod_summary(api, namespace))
         [pod] = await running(api, namespace)
         [first_job] = [j.metadata.uid for j in await cluster_jobs(api, namespace)]
         with paused(control_plane, "kwok"):

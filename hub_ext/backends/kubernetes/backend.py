@@ -297,6 +297,9 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         self._jobs_listed = False
         self._node_watch: Informer | None = None
         self._node_objs: dict[str, dict] = {}
+        # What was read of each node last: (its facts, its NodeSpec, usable). A kubelet's heartbeat changes
+        # none of the facts; with a hundred nodes those events come several a second, each left unparsed.
+        self._node_read: dict[str, tuple] = {}
         self._tenants = None  # the tenants last handed to tenants_changed (None: not known yet)
         self._tenant_key = None
         self._tree_unread = False  # the cluster's tree could not be read at start (the API server down)
@@ -601,10 +604,17 @@ class KubernetesBackend(LoggingConfigurable, Backend):
 
     def _node_seen(self, obj: dict) -> None:
         controller = self.controller
-        spec = self._node_spec(obj)
+        name = obj["metadata"]["name"]
+        facts = _node_facts(obj)
+        read = self._node_read.get(name)
+        if read is not None and read[0] == facts:
+            spec, usable = read[1], read[2]
+        else:
+            spec = self._node_spec(obj)
+            usable = self._usable(obj)
+            self._node_read[name] = (facts, spec, usable)
         if spec is None:
             return
-        usable = self._usable(obj)
         known = controller.engine.cluster.nodes.get(spec.name)
         if known is None:
             if usable:
@@ -616,6 +626,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             controller.node_changed(spec, usable)
 
     def _node_gone(self, name: str) -> None:
+        self._node_read.pop(name, None)
         if name in self.controller.engine.cluster.nodes:
             self.controller.node_removed(name)
 
@@ -623,8 +634,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         health = getattr(self.controller, "health", None)
         if health is None:
             return
-        usable = sum(1 for n in self._node_objs.values() if self._usable(n))
-        if usable:
+        if any(read[2] for read in self._node_read.values()):
             health.set("nodes", None)
             return
         which = f"match node_label_selector {self.node_label_selector!r}" if self.node_label_selector else "exist"
@@ -918,7 +928,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         self._job_objs[key] = {"_deleted": True, "metadata": _slim_meta(obj)} if kind == "DELETED" else _slim_job(obj)
         # The Job is read only while it has no pod of its own (``_why_no_pod``); once it has one, its pod's
         # events tell everything (a Job deleted takes its pod along) and its status writes need not wake us.
-        if kind == "DELETED" or not any(f.belongs(pod) for pod in f.pods.values()):
+        if kind == "DELETED" or f.current() is None:
             f.changed.set()
 
     def _watched_job(self, f: Followed) -> dict | None:
@@ -1416,6 +1426,14 @@ def _slim_pod(pod: dict) -> dict:
     spec = pod.get("spec") or {}
     return {"metadata": _slim_meta(pod), "spec": {"nodeName": spec.get("nodeName")} if spec.get("nodeName") else {},
             "status": pod.get("status") or {}}
+
+
+def _node_facts(node: dict) -> tuple:
+    """What ``_node_spec`` and ``_usable`` read of a node: its size, labels, cordon, taints and Ready status."""
+    meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
+    ready = next((c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+    return (status.get("allocatable"), status.get("capacity"), meta.get("labels"), spec.get("unschedulable"),
+            spec.get("taints"), ready)
 
 
 def _tolerates(toleration: dict, taint: dict) -> bool:

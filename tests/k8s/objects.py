@@ -1,0 +1,27 @@
+"""What the tests make on the shared control plane: which of their pods run, and removing it all afterwards."""
+
+from __future__ import annotations
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+
+def running(pods):
+    """The pods (client models) the cluster runs: phase Running and not being deleted."""
+    return [p for p in pods if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
+
+
+def remove(api, namespaces, node: str | None = None) -> None:
+    """Delete the namespaces (their pods at once, without grace) and the node; what is gone already is fine."""
+    core = client.CoreV1Api(api)
+    for ns in namespaces:
+        try:
+            core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+            core.delete_namespace(ns)
+        except ApiException:
+            pass
+    if node is not None:
+        try:
+            core.delete_node(node)
+        except ApiException:
+            pass
