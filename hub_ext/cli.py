@@ -283,6 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--create-concurrency", type=int, default=16,
                    help="with --cluster: KubernetesBackend.create_concurrency, and the plain run's creating threads")
     p.add_argument("--timeout", type=float, default=900.0, help="with --cluster: seconds to wait for pods to run")
+    p.add_argument("--watched", action="store_true",
+                   help="with --cluster: each round runs the plain side once more while a process holds the "
+                        "service's watches and does nothing else (what following the cluster costs)")
     p.add_argument("--settle", type=float, default=3.0, help="with --cluster: seconds to look for duplicates")
     p.add_argument("--workdir", default=None, help="with --cluster: where the hub's and service's files go")
     p.add_argument("--profile", default=None, metavar="PREFIX",

@@ -10,7 +10,9 @@ first submit to ``N`` Running, and each submit's latency. Then, with the last si
 them. The settings that bound the figures (the controller-manager's and scheduler's client QPS,
 the service's) are printed with them, and so is where each side's CPU went (``cpu_seconds``: the
 control plane's processes, the service, the hub and the client, read from ``/proc``): on one
-machine a side is as fast as the CPU the control plane is left with.
+machine a side is as fast as the CPU the control plane is left with. With ``--watched`` each round
+also runs the plain side while a process holds the service's watches and does nothing else
+(``watcher.py``): the cost of following the cluster alone, a floor under the service side's.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from .hubproc import HubAndService
 from .kube import BenchError, Cluster, RunningCounter, component_qps
 from .plain import run_plain
 from .service_load import latency_figures, submit_all, training
+from .watcher import Watcher
 
 TEAMS = 10
 
@@ -54,14 +57,20 @@ def measure(args) -> list[dict]:
                 # Back to back, in turns (plain first, then the service first): a cluster that slows as
                 # its database grows, or a busy moment, weighs on both sides alike.
                 last = k == len(sizes) - 1 and r == args.rounds - 1
+                watched = None
                 if r % 2 == 0:
                     plain = _plain(cluster, size, args, f"r{r}")
+                    watched = _plain(cluster, size, args, f"r{r}", watched=True) if args.watched else None
                     service, backlog = _service(cluster, size, args, f"r{r}", queued=args.queued if last else 0)
                 else:
                     service, backlog = _service(cluster, size, args, f"r{r}", queued=args.queued if last else 0)
                     plain = _plain(cluster, size, args, f"r{r}")
+                    watched = _plain(cluster, size, args, f"r{r}", watched=True) if args.watched else None
                 rounds.append({"plain": plain, "service": service,
                                "ratio": round(service["pods_per_s"] / plain["pods_per_s"], 2)})
+                if watched is not None:
+                    rounds[-1].update(watched=watched,
+                                      watched_ratio=round(watched["pods_per_s"] / plain["pods_per_s"], 2))
             yield summary(size, rounds)
             if backlog:
                 yield backlog
@@ -81,6 +90,11 @@ def summary(size: int, rounds: list[dict]) -> dict:
         roles = {role for r in rounds for role in r[side].get("cpu_seconds", {})}
         return {role: median([r[side]["cpu_seconds"].get(role, 0.0) for r in rounds]) for role in sorted(roles)}
 
+    watched = {}
+    if all("watched" in r for r in rounds):
+        watched = {"watched_pods_per_s": median([r["watched"]["pods_per_s"] for r in rounds]),
+                   "watched_ratio": median([r["watched_ratio"] for r in rounds]),
+                   "watched_cpu_seconds": cpu("watched")}
     return {"bench": "cluster", "pods": size,
             "plain_pods_per_s": median([r["plain"]["pods_per_s"] for r in rounds]),
             "service_pods_per_s": median([s["pods_per_s"] for s in services]),
@@ -88,21 +102,28 @@ def summary(size: int, rounds: list[dict]) -> dict:
             "submit_p50_ms": median([s["submit_p50_ms"] for s in services]),
             "submit_p99_ms": median([s["submit_p99_ms"] for s in services]),
             "plain_cpu_seconds": cpu("plain"), "service_cpu_seconds": cpu("service"),
-            "plain": rounds[0]["plain"], "service": rounds[0]["service"], "rounds": rounds}
+            **watched, "plain": rounds[0]["plain"], "service": rounds[0]["service"], "rounds": rounds}
 
 
 def _teams(run: str, tag: str) -> dict[str, str]:
     return {f"team-{i}": f"b{run}-{tag}-t{i}" for i in range(TEAMS)}
 
 
-def _plain(cluster: Cluster, size: int, args, tag: str) -> dict:
-    namespaces = list(_teams(cluster.run, f"p{size}{tag}").values())
+def _plain(cluster: Cluster, size: int, args, tag: str, watched: bool = False) -> dict:
+    """The plain side; ``watched``: while a process holds the service's watches (``watcher.py``)."""
+    namespaces = list(_teams(cluster.run, f"{'w' if watched else 'p'}{size}{tag}").values())
     cluster.add_namespaces(namespaces)
+    watcher = Watcher(cluster.kubeconfig, cluster.run).start() if watched else None
     try:
-        return run_plain(cluster, namespaces, size, cpu=args.pod_cpu, memory=args.pod_memory,
-                         priority_class="high-priority-research", concurrency=args.create_concurrency,
-                         timeout=args.timeout)
+        result = run_plain(cluster, namespaces, size, cpu=args.pod_cpu, memory=args.pod_memory,
+                           priority_class="high-priority-research", concurrency=args.create_concurrency,
+                           timeout=args.timeout, pids={"watcher": watcher.pid} if watcher else None)
+        if watcher is not None:
+            result["watch_events"] = watcher.stop()
+        return result
     finally:
+        if watcher is not None:
+            watcher.stop()
         cluster.delete_namespaces(namespaces)
 
 
@@ -211,11 +232,20 @@ def _line(row: dict) -> str:
         return (f"{row['pods']:>6} pods  plain kube-scheduler {row['plain_pods_per_s']:>7} pods/s  "
                 f"service (REST) {row['service_pods_per_s']:>7} pods/s  ratio {row['ratio']}x "
                 f"(rounds: {', '.join(str(r['ratio']) for r in row['rounds'])})  "
-                f"submit p50 {row['submit_p50_ms']} ms p99 {row['submit_p99_ms']} ms{_cpu_line(row)}")
+                f"submit p50 {row['submit_p50_ms']} ms p99 {row['submit_p99_ms']} ms{_cpu_line(row)}{_watched_line(row)}")
     return (f"{row['queued']} queued: submit p50 {row['queued_submit_p50_ms']} ms p99 {row['queued_submit_p99_ms']} ms "
             f"({row['probes']} submits from ten users at once; the queue filled in {row['queue_fill_seconds']} s); "
             f"one user's submits one at a time: p50 {row['queued_single_submit_p50_ms']} ms "
             f"p99 {row['queued_single_submit_p99_ms']} ms ({row['single_submits']} submits)")
+
+
+def _watched_line(row: dict) -> str:
+    if "watched_ratio" not in row:
+        return ""
+    used = row["watched_cpu_seconds"]
+    return (f"  plain with only the service's watches: {row['watched_pods_per_s']} pods/s ({row['watched_ratio']}x; "
+            f"CPU s {used.get('all', 0)}, the watcher {used.get('watcher', 0)}, kube-apiserver "
+            f"{used.get('kube-apiserver', 0)})")
 
 
 def _cpu_line(row: dict) -> str:

@@ -23,16 +23,16 @@ def job(name: str, run: str, cpu: str, memory: str, priority_class: str) -> dict
 
 
 def run_plain(cluster: Cluster, namespaces: list[str], pods: int, *, cpu: str, memory: str, priority_class: str,
-              concurrency: int, timeout: float) -> dict:
+              concurrency: int, timeout: float, pids: dict | None = None) -> dict:
     """Create ``pods`` Jobs round-robin over ``namespaces`` from ``concurrency`` threads; pods/s from the
-    first create to the last pod Running."""
+    first create to the last pod Running. ``pids``: more processes whose CPU counts (role -> pid)."""
     counter = RunningCounter(cluster.kubeconfig, cluster.selector).start()
     try:
         def create(i: int) -> None:
             ns = namespaces[i % len(namespaces)]
             cluster.batch.create_namespaced_job(ns, job(f"plain-{i}", cluster.run, cpu, memory, priority_class))
 
-        meter = CpuMeter().start()
+        meter = CpuMeter(pids).start()
         started = time.monotonic()
         with ThreadPoolExecutor(concurrency) as pool:
             list(pool.map(create, range(pods)))

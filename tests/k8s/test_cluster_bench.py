@@ -22,7 +22,7 @@ def test_cluster_bench_small(control_plane, tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "hub_ext.cli", "bench", "--cluster", str(control_plane.kubeconfig), "--json",
          "--pods", str(pods), "--rounds", "2", "--nodes", "5", "--node-cpu", "16", "--queued", "30", "--probes", "10",
-         "--settle", "1", "--timeout", "300", "--workdir", str(tmp_path)],
+         "--settle", "1", "--timeout", "300", "--workdir", str(tmp_path), "--watched"],
         cwd=REPO, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout + out.stderr
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
@@ -44,10 +44,20 @@ def test_cluster_bench_small(control_plane, tmp_path):
             assert side["cpu_seconds"]["kube-apiserver"] > 0 and side["cpu_seconds"]["all"] > 0
         assert service["cpu_seconds"]["tenancy service"] > 0 and "jupyterhub" in service["cpu_seconds"]
         assert "tenancy service" not in plain["cpu_seconds"]
+        # the plain side once more, with the service's watches held by a process of their own: every
+        # pod and Job of the run came to it (added, then changed), and its CPU counts on that side
+        watched = one["watched"]
+        assert watched["running"] == watched["pods_seen"] == pods
+        assert watched["watch_events"] >= 3 * pods, watched
+        assert watched["cpu_seconds"]["watcher"] > 0 and "watcher" not in plain["cpu_seconds"]
+        assert one["watched_ratio"] == round(watched["pods_per_s"] / plain["pods_per_s"], 2)
     assert row["ratio"] == round(sum(r["ratio"] for r in row["rounds"]) / 2, 2)  # the median of two
     assert row["ratio"] > 0 and row["submit_p99_ms"] >= row["submit_p50_ms"] > 0
     assert row["service_cpu_seconds"]["tenancy service"] == round(
         sum(r["service"]["cpu_seconds"]["tenancy service"] for r in row["rounds"]) / 2, 2)  # the median of two
+    assert {"watched_pods_per_s", "watched_ratio", "watched_cpu_seconds"} <= set(row)
+    assert row["watched_ratio"] == round(sum(r["watched_ratio"] for r in row["rounds"]) / 2, 2)
+    assert row["watched_cpu_seconds"]["watcher"] > 0
     assert BACKLOG <= set(backlog) and backlog["queued"] == 30 and backlog["probes"] == 10
     assert backlog["single_submits"] == 10
     assert backlog["queued_single_submit_p99_ms"] >= backlog["queued_single_submit_p50_ms"] > 0
