@@ -57,7 +57,6 @@ def measure(args) -> list[dict]:
                 # Back to back, in turns (plain first, then the service first): a cluster that slows as
                 # its database grows, or a busy moment, weighs on both sides alike.
                 last = k == len(sizes) - 1 and r == args.rounds - 1
-                watched = None
                 if r % 2 == 0:
                     plain = _plain(cluster, size, args, f"r{r}")
                     watched = _plain(cluster, size, args, f"r{r}", watched=True) if args.watched else None
@@ -118,13 +117,12 @@ def _plain(cluster: Cluster, size: int, args, tag: str, watched: bool = False) -
         result = run_plain(cluster, namespaces, size, cpu=args.pod_cpu, memory=args.pod_memory,
                            priority_class="high-priority-research", concurrency=args.create_concurrency,
                            timeout=args.timeout, pids={"watcher": watcher.pid} if watcher else None)
-        if watcher is not None:
-            result["watch_events"] = watcher.stop()
-        return result
     finally:
-        if watcher is not None:
-            watcher.stop()
+        events = watcher.stop() if watcher is not None else None
         cluster.delete_namespaces(namespaces)
+    if events is not None:
+        result["watch_events"] = events
+    return result
 
 
 def _service(cluster: Cluster, size: int, args, tag: str, queued: int) -> tuple[dict, dict | None]:
