@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import select
 import signal
 import subprocess
 import sys
@@ -22,6 +23,8 @@ from ..backends.kubernetes.api import NODE, POD, Api
 from ..backends.kubernetes.backend import JOB
 from ..backends.kubernetes.informer import Informer
 from .kube import RUN_LABEL, BenchError, api_client
+
+READY_TIMEOUT = 60.0  # seconds for its four lists to come in
 
 
 async def follow(kubeconfig: str, selector: str) -> int:
@@ -49,7 +52,12 @@ async def follow(kubeconfig: str, selector: str) -> int:
 
 def main(argv: list[str]) -> int:
     kubeconfig, selector = argv
-    print(json.dumps({"events": asyncio.run(follow(kubeconfig, selector))}), flush=True)
+    try:
+        events = asyncio.run(follow(kubeconfig, selector))
+    except Exception as err:  # noqa: BLE001 - the benchmark reports its status; one line, not a traceback
+        print(f"the watcher could not follow the cluster of {kubeconfig}: {err}", file=sys.stderr, flush=True)
+        return 1
+    print(json.dumps({"events": events}), flush=True)
     return 0
 
 
@@ -64,11 +72,19 @@ class Watcher:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
 
-    def start(self) -> "Watcher":
+    def start(self, timeout: float = READY_TIMEOUT) -> "Watcher":
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, text=True)
+        # its lists come from the API server: one that stops answering must not hang the benchmark
+        if not select.select([self.proc.stdout], [], [], timeout)[0]:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+            raise BenchError(f"the watcher process did not follow the cluster within {timeout:.0f} s "
+                             "(is the API server answering?)")
         if self.proc.stdout.readline().strip() != "ready":
             self.proc.kill()
-            raise BenchError(f"the watcher process ended before it followed the cluster (status {self.proc.wait()})")
+            status, self.proc = self.proc.wait(), None
+            raise BenchError(f"the watcher process ended before it followed the cluster (status {status})")
         return self
 
     def stop(self) -> int:
