@@ -75,17 +75,16 @@ class Watcher:
     def start(self, timeout: float = READY_TIMEOUT) -> "Watcher":
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, text=True)
         # its lists come from the API server: one that stops answering must not hang the benchmark
-        if not select.select([self.proc.stdout], [], [], timeout)[0]:
-            self.proc.kill()
-            self.proc.wait()
-            self.proc = None
+        answered = bool(select.select([self.proc.stdout], [], [], timeout)[0])
+        if answered and self.proc.stdout.readline().strip() == "ready":
+            return self
+        proc, self.proc = self.proc, None
+        proc.kill()
+        proc.communicate()
+        if not answered:
             raise BenchError(f"the watcher process did not follow the cluster within {timeout:.0f} s "
                              "(is the API server answering?)")
-        if self.proc.stdout.readline().strip() != "ready":
-            self.proc.kill()
-            status, self.proc = self.proc.wait(), None
-            raise BenchError(f"the watcher process ended before it followed the cluster (status {status})")
-        return self
+        raise BenchError(f"the watcher process ended before it followed the cluster (status {proc.returncode})")
 
     def stop(self) -> int:
         if self.proc is None:
