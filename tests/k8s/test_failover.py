@@ -47,8 +47,6 @@ sys.path.insert(0, str(REPO / "tests"))
 from tcp_proxy import TcpProxy  # noqa: E402
 from waiting import CALL_TIMEOUT, k8s, until  # noqa: E402
 
-pytest_plugins = ("postgres",)  # tests/postgres.py: the postgres_server and postgres_url fixtures
-
 KEY = "tenancy-test/failover"
 TOKEN = secrets.token_hex(16)  # the service's own hub token: the hub's spawner, an admin
 PREFIX = "/services/tenancy"
