@@ -13,11 +13,12 @@ ROOT = Path(__file__).resolve().parents[2]
 API = "/services/tenancy/api/v1"
 
 
-def start_demo_hub(chp_path, work: Path, **env):
-    """A running demo hub whose service answers; ``env`` adds to the demo's environment."""
+def start_demo_hub(chp_path, work: Path, extra_config: str = "", **env):
+    """A running demo hub whose service answers; ``env`` adds to the demo's environment,
+    ``extra_config`` to its configuration."""
     env = {"TENANCY_DEMO_STATE": str(work / "state"), "TENANCY_SERVICE_PORT": str(free_port()),
            "TENANCY_NOTEBOOK_WARNING_SECONDS": "2", **env}
-    hub = _make_hub(chp_path, work, ROOT / "demo" / "jupyterhub_config.py", env=env)
+    hub = _make_hub(chp_path, work, ROOT / "demo" / "jupyterhub_config.py", env=env, extra_config=extra_config)
     _start(hub)
     hub.tokens = {}
     wait_for(lambda: hub.request("GET", f"{API}/health").status_code == 200, "the tenancy service to answer")

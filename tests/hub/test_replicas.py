@@ -1,0 +1,118 @@
+"""Several service replicas behind one hub (as on Kubernetes, behind one Service): a browser's
+login made through the hub's OAuth at one replica holds at the next.
+
+The replicas share the service's hub token, set in the hub's configuration as the chart does
+(a Secret), and sign their cookies with a key derived from it. The hub starts one replica; the
+test starts others with the same environment on ports of their own. Each has its own state
+directory: with the local backend two processes cannot hold one database (its lock), and what is
+tested here is whose cookies a replica accepts.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from demo_hub import start_demo_hub, wait_for
+from harness import free_port, get_cookie
+
+TOKEN = secrets.token_hex(32)
+COOKIE = "service-tenancy"  # HubOAuth's cookie, set at the service's OAuth callback
+
+
+@pytest.fixture(scope="module")
+def hub(chp_path, tmp_path_factory):
+    h = start_demo_hub(chp_path, tmp_path_factory.mktemp("replicas-hub"), extra_config=(
+        f"[_s for _s in c.JupyterHub.services if _s['name'] == 'tenancy'][0]['api_token'] = {TOKEN!r}"))
+    try:
+        yield h
+    finally:
+        h.stop()
+
+
+def _managed_service(hub) -> int:
+    for pid, cmd in hub.process_cmdlines().items():
+        if "serve" in cmd and any("tenancy_config.py" in part for part in cmd):
+            return pid
+    raise AssertionError("no tenancy service process")
+
+
+def replica(hub, state: Path, *options: str) -> tuple[subprocess.Popen, str]:
+    """Another replica: the managed service's command line and environment (its token is not
+    there: the service takes it out at start), the hub token, a port and state of its own."""
+    pid = _managed_service(hub)
+    env = dict(line.split("=", 1) for line in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in line)
+    env.pop("TENANCY_HUB_TOKEN_FD", None)  # the pipe the managed service read its token from
+    port = free_port()
+    env.update({"JUPYTERHUB_API_TOKEN": TOKEN, "JUPYTERHUB_SERVICE_URL": f"http://127.0.0.1:{port}",
+                "TENANCY_DEMO_STATE": str(state)})
+    state.mkdir(parents=True)
+    with open(state / "service.log", "wb") as log:
+        proc = subprocess.Popen([*hub.process_cmdlines()[pid], *options], env=env, stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}/services/tenancy"
+
+    def up():
+        try:
+            return urllib.request.urlopen(f"{base}/api/v1/health", timeout=2).status == 200
+        except OSError:
+            return proc.poll() is not None  # ended: said below
+
+    wait_for(up, "the other replica to answer")
+    assert proc.poll() is None, (state / "service.log").read_text()[-2000:]
+    return proc, base
+
+
+class _Stay(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def get(url: str, cookie: str) -> tuple[int, str, str | None]:
+    """GET with only this cookie, redirects not followed: (status, body, Location)."""
+    req = urllib.request.Request(url, headers={"Cookie": cookie})
+    try:
+        with urllib.request.build_opener(_Stay).open(req, timeout=30) as resp:
+            return resp.status, resp.read().decode(), None
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode(), err.headers.get("Location")
+
+
+def stopped(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_page_login_made_at_one_replica_holds_at_another(hub, tmp_path):
+    """Logged in at the hub's replica through OAuth, bob's next requests reach another: his page and
+    his /me answer there without a new login. One with a key of its own sends him to log in."""
+    session = hub.login("bob", "demo")
+    page = session.get(hub.url("/services/tenancy/jobs"), allow_redirects=True, timeout=30)
+    assert page.status_code == 200 and "Training jobs" in page.text
+    login = get_cookie(session.cookies, COOKIE)
+    assert login, [c.name for c in session.cookies]
+    cookie = f"{COOKIE}={login}"
+    other, base = replica(hub, tmp_path / "replica")
+    try:
+        status, body, _ = get(f"{base}/api/v1/me", cookie)
+        assert status == 200 and json.loads(body)["name"] == "bob", body
+        status, body, _ = get(f"{base}/jobs", cookie)
+        assert status == 200 and "Training jobs" in body and "team-b" in body, body[:500]
+    finally:
+        stopped(other)
+    stranger, base = replica(hub, tmp_path / "stranger", "--TenancyService.cookie_secret=" + "s" * 40)
+    try:
+        status, _, location = get(f"{base}/jobs", cookie)
+        assert status == 302 and "/hub/api/oauth2/authorize" in (location or ""), (status, location)
+    finally:
+        stopped(stranger)
