@@ -184,15 +184,20 @@ def _throughput(procs: HubAndService, cluster: Cluster, teams: dict, size: int, 
 
 
 def _backlog(procs: HubAndService, teams: dict, queued: int, args) -> dict:
-    """``queued`` jobs waiting (the backlog team's ResourceQuota holds one), then submits to the other
-    teams timed behind them: one user's, one after another (what one person sees), then
-    ``args.probes`` from all ten users at once, one connection each (the service saturated)."""
+    """``queued`` jobs waiting (the backlog team's ResourceQuota holds one), then submits timed behind
+    them: the backlog user's, one after another, that join the queue (nothing starts: what a submit
+    costs with that queue); another user's, one after another, that start at once (what one person
+    sees, a Job and its pod made on the cluster meanwhile); then ``args.probes`` from all ten users
+    at once, one connection each (the service saturated)."""
     token = procs.tokens["team-backlog-user"]
     ns = teams["team-backlog"]
     started = time.monotonic()
     asyncio.run(submit_all(procs.service_url, [(token, ns, training(f"wait-{i}", args.pod_cpu, args.pod_memory))
                                                for i in range(queued)]))
     fill_s = time.monotonic() - started
+    behind = asyncio.run(submit_all(procs.service_url, [(token, ns, training(f"behind-{i}", args.pod_cpu, args.pod_memory))
+                                                        for i in range(min(100, args.probes))], per_user=1))
+    waiting = latency_figures(behind["latencies"])
     users = [(procs.tokens[f"{g}-user"], n) for g, n in teams.items() if g != "team-backlog"]
     alone = [(users[0][0], users[0][1], training(f"alone-{i}", args.pod_cpu, args.pod_memory))
              for i in range(min(100, args.probes))]
@@ -204,7 +209,9 @@ def _backlog(procs: HubAndService, teams: dict, queued: int, args) -> dict:
             "queued_submit_p50_ms": many["submit_p50_ms"], "queued_submit_p99_ms": many["submit_p99_ms"],
             "probes": many["submits"],
             "queued_single_submit_p50_ms": single["submit_p50_ms"],
-            "queued_single_submit_p99_ms": single["submit_p99_ms"], "single_submits": single["submits"]}
+            "queued_single_submit_p99_ms": single["submit_p99_ms"], "single_submits": single["submits"],
+            "queued_waiting_submit_p50_ms": waiting["submit_p50_ms"], "queued_waiting_submit_p99_ms": waiting["submit_p99_ms"],
+            "waiting_submits": waiting["submits"], "waiting_submits_pending": behind["states"].count("Pending")}
 
 
 def main(args) -> int:
@@ -234,7 +241,9 @@ def _line(row: dict) -> str:
     return (f"{row['queued']} queued: submit p50 {row['queued_submit_p50_ms']} ms p99 {row['queued_submit_p99_ms']} ms "
             f"({row['probes']} submits from ten users at once; the queue filled in {row['queue_fill_seconds']} s); "
             f"one user's submits one at a time: p50 {row['queued_single_submit_p50_ms']} ms "
-            f"p99 {row['queued_single_submit_p99_ms']} ms ({row['single_submits']} submits)")
+            f"p99 {row['queued_single_submit_p99_ms']} ms ({row['single_submits']} submits, each starting at once); "
+            f"one user's submits joining the queue: p50 {row['queued_waiting_submit_p50_ms']} ms "
+            f"p99 {row['queued_waiting_submit_p99_ms']} ms ({row['waiting_submits']} submits)")
 
 
 def _watched_line(row: dict) -> str:

@@ -26,13 +26,15 @@ def training(name: str, cpu: str, memory: str) -> dict:
 async def submit_all(base_url: str, jobs: list[tuple[str, str, dict]], *, per_user: int = 2) -> dict:
     """``jobs``: (user's token, namespace, body), submitted in order by ``per_user`` connections per user.
 
-    Returns {"latencies": [s, ...], "ids": [...], "started": monotonic time of the first request}."""
+    Returns {"latencies": [s, ...], "ids": [...], "states": [the state each answer gave, ...], "started":
+    monotonic time of the first request}."""
     client = AsyncHTTPClient(force_instance=True, max_clients=1000)
     by_token: dict[str, list] = {}
     for job in jobs:
         by_token.setdefault(job[0], []).append(job)
     latencies: list[float] = []
     ids: list[str] = []
+    states: list[str] = []
 
     async def worker(queue: list) -> None:
         while queue:
@@ -47,14 +49,16 @@ async def submit_all(base_url: str, jobs: list[tuple[str, str, dict]], *, per_us
                 detail = err.response.body.decode(errors="replace") if err.response is not None else ""
                 raise BenchError(f"a submit was refused ({err.code}): {detail}") from None
             latencies.append(time.perf_counter() - t)
-            ids.append(json.loads(resp.body)["id"])
+            answer = json.loads(resp.body)
+            ids.append(answer["id"])
+            states.append(answer.get("state"))
 
     started = time.monotonic()
     try:
         await asyncio.gather(*(worker(queue) for queue in by_token.values() for _ in range(per_user)))
     finally:
         client.close()
-    return {"latencies": latencies, "ids": ids, "started": started}
+    return {"latencies": latencies, "ids": ids, "states": states, "started": started}
 
 
 def latency_figures(latencies: list[float]) -> dict:

@@ -14,7 +14,8 @@ SETTINGS = {"bench", "run", "nodes", "node_cpu", "pod_cpu", "teams", "rounds", "
 ROW = {"bench", "pods", "plain_pods_per_s", "service_pods_per_s", "ratio", "submit_p50_ms", "submit_p99_ms",
        "plain_cpu_seconds", "service_cpu_seconds", "plain", "service", "rounds"}
 BACKLOG = {"bench", "queued", "queue_fill_seconds", "queued_submit_p50_ms", "queued_submit_p99_ms", "probes",
-           "queued_single_submit_p50_ms", "queued_single_submit_p99_ms", "single_submits"}
+           "queued_single_submit_p50_ms", "queued_single_submit_p99_ms", "single_submits",
+           "queued_waiting_submit_p50_ms", "queued_waiting_submit_p99_ms", "waiting_submits", "waiting_submits_pending"}
 
 
 def test_cluster_bench_small(control_plane, tmp_path):
@@ -61,6 +62,9 @@ def test_cluster_bench_small(control_plane, tmp_path):
     assert BACKLOG <= set(backlog) and backlog["queued"] == 30 and backlog["probes"] == 10
     assert backlog["single_submits"] == 10
     assert backlog["queued_single_submit_p99_ms"] >= backlog["queued_single_submit_p50_ms"] > 0
+    # the backlog user's submits behind the queue: its team's ResourceQuota is full, so each is answered Pending
+    assert backlog["waiting_submits"] == backlog["waiting_submits_pending"] == 10
+    assert backlog["queued_waiting_submit_p99_ms"] >= backlog["queued_waiting_submit_p50_ms"] > 0
     # everything the run made on the cluster is gone again
     from kubernetes import client
 
