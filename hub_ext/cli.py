@@ -277,7 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --cluster: jobs left waiting before the last submits are timed (0: skip)")
     p.add_argument("--probes", type=int, default=500,
                    help="with --cluster: submits timed behind --queued, from ten users at once (and before them, "
-                        "up to 100 more from one user, one at a time)")
+                        "up to 100 from the backlog's user that join the queue and up to 100 from another user that "
+                        "start at once, one at a time)")
     p.add_argument("--service-qps", type=float, default=500.0, help="with --cluster: KubernetesBackend.api_qps")
     p.add_argument("--service-burst", type=int, default=1000, help="with --cluster: KubernetesBackend.api_burst")
     p.add_argument("--create-concurrency", type=int, default=16,
