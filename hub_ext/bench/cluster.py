@@ -191,20 +191,20 @@ def _backlog(procs: HubAndService, teams: dict, queued: int, args) -> dict:
     at once, one connection each (the service saturated)."""
     token = procs.tokens["team-backlog-user"]
     ns = teams["team-backlog"]
+
+    def submitted(who: list[tuple[str, str]], prefix: str, n: int, per_user: int = 1) -> dict:
+        """``n`` jobs named ``prefix-i`` from ``who`` in turn ((token, namespace) each): submit_all's result."""
+        return asyncio.run(submit_all(procs.service_url, [(*who[i % len(who)], training(
+            f"{prefix}-{i}", args.pod_cpu, args.pod_memory)) for i in range(n)], per_user=per_user))
+
     started = time.monotonic()
-    asyncio.run(submit_all(procs.service_url, [(token, ns, training(f"wait-{i}", args.pod_cpu, args.pod_memory))
-                                               for i in range(queued)]))
+    submitted([(token, ns)], "wait", queued, per_user=2)
     fill_s = time.monotonic() - started
-    behind = asyncio.run(submit_all(procs.service_url, [(token, ns, training(f"behind-{i}", args.pod_cpu, args.pod_memory))
-                                                        for i in range(min(100, args.probes))], per_user=1))
+    behind = submitted([(token, ns)], "behind", min(100, args.probes))
     waiting = latency_figures(behind["latencies"])
     users = [(procs.tokens[f"{g}-user"], n) for g, n in teams.items() if g != "team-backlog"]
-    alone = [(users[0][0], users[0][1], training(f"alone-{i}", args.pod_cpu, args.pod_memory))
-             for i in range(min(100, args.probes))]
-    single = latency_figures(asyncio.run(submit_all(procs.service_url, alone, per_user=1))["latencies"])
-    probes = [(users[i % len(users)][0], users[i % len(users)][1], training(f"probe-{i}", args.pod_cpu, args.pod_memory))
-              for i in range(args.probes)]
-    many = latency_figures(asyncio.run(submit_all(procs.service_url, probes, per_user=1))["latencies"])
+    single = latency_figures(submitted(users[:1], "alone", min(100, args.probes))["latencies"])
+    many = latency_figures(submitted(users, "probe", args.probes)["latencies"])
     return {"bench": "cluster-backlog", "queued": queued, "queue_fill_seconds": round(fill_s, 2),
             "queued_submit_p50_ms": many["submit_p50_ms"], "queued_submit_p99_ms": many["submit_p99_ms"],
             "probes": many["submits"],
