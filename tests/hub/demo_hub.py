@@ -25,6 +25,14 @@ def start_demo_hub(chp_path, work: Path, extra_config: str = "", **env):
     return hub
 
 
+def service_pid(hub) -> int:
+    """The pid of the tenancy service the demo hub runs."""
+    for pid, cmd in hub.process_cmdlines().items():
+        if "serve" in cmd and any("tenancy_config.py" in part for part in cmd):
+            return pid
+    raise AssertionError("no tenancy service process")
+
+
 def wait_for(predicate, what: str, timeout: float = 60, interval: float = 0.3):
     deadline = time.monotonic() + timeout
     while True:

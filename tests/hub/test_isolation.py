@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from demo_hub import API, start_demo_hub, svc, token, wait_for
+from demo_hub import API, service_pid, start_demo_hub, svc, token, wait_for
 from harness import free_port
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="per-user accounts need root (CI and the project's machine "
@@ -119,13 +119,6 @@ def hub(chp_path):
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _service_pid(hub) -> int:
-    for pid, cmd in hub.process_cmdlines().items():
-        if "serve" in cmd and any("tenancy_config.py" in part for part in cmd):
-            return pid
-    raise AssertionError("no tenancy service process")
-
-
 def _pod(hub, workload_id: str) -> tuple[int | None, str | None]:
     with sqlite3.connect(hub.state / "tenancy.sqlite") as db:
         row = db.execute("select pid, log_path from pods where workload_id=? order by id limit 1",
@@ -188,7 +181,7 @@ def _children(pid: int) -> list[int]:
 
 @as_root
 def test_a_hostile_job_reaches_no_token_no_database_and_nothing_of_bob(hub, bobs):
-    service = _service_pid(hub)
+    service = service_pid(hub)
     state, work = hub.state, hub.workdir
     targets = {
         "the service's environment": ("read", f"/proc/{service}/environ"),
@@ -271,7 +264,7 @@ def test_a_notebook_server_runs_as_its_users_account_in_a_private_home(hub):
 
 @as_root
 def test_the_services_environment_holds_no_hub_token(hub):
-    pid = _service_pid(hub)
+    pid = service_pid(hub)
     with open(f"/proc/{pid}/environ", "rb") as f:
         env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
     assert b"JUPYTERHUB_API_TOKEN" not in env and b"JPY_API_TOKEN" not in env
@@ -312,7 +305,7 @@ def test_a_jobs_exit_status_outlives_the_service(hub):
     wait_for(lambda: _pod(hub, job["id"])[0], "the job to start")
     _, log_path = _pod(hub, job["id"])
     exit_file = Path(log_path).with_suffix(".exit")
-    old = _service_pid(hub)
+    old = service_pid(hub)
     # The job ends while nobody watches it: the service is stopped (the hub does not notice) until
     # the runner has recorded the status, then killed. Killed at once, the hub started a new one
     # within seconds, sometimes before the job ended: then it was watched ending.
@@ -332,7 +325,7 @@ def test_a_jobs_exit_status_outlives_the_service(hub):
 
 def _service_pid_other_than(hub, old: int) -> int | None:
     try:
-        pid = _service_pid(hub)
+        pid = service_pid(hub)
     except AssertionError:
         return None
     return pid if pid != old else None

@@ -10,17 +10,15 @@ tested here is whose cookies a replica accepts.
 
 from __future__ import annotations
 
-import json
 import secrets
 import subprocess
-import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from demo_hub import start_demo_hub, wait_for
-from harness import free_port, get_cookie
+from demo_hub import service_pid, start_demo_hub, wait_for
+from harness import free_port, get_cookie, new_session
 
 TOKEN = secrets.token_hex(32)
 COOKIE = "service-tenancy"  # HubOAuth's cookie, set at the service's OAuth callback
@@ -36,17 +34,10 @@ def hub(chp_path, tmp_path_factory):
         h.stop()
 
 
-def _managed_service(hub) -> int:
-    for pid, cmd in hub.process_cmdlines().items():
-        if "serve" in cmd and any("tenancy_config.py" in part for part in cmd):
-            return pid
-    raise AssertionError("no tenancy service process")
-
-
 def replica(hub, state: Path, *options: str) -> tuple[subprocess.Popen, str]:
     """Another replica: the managed service's command line and environment (its token is not
     there: the service takes it out at start), the hub token, a port and state of its own."""
-    pid = _managed_service(hub)
+    pid = service_pid(hub)
     env = dict(line.split("=", 1) for line in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in line)
     env.pop("TENANCY_HUB_TOKEN_FD", None)  # the pipe the managed service read its token from
     port = free_port()
@@ -69,19 +60,9 @@ def replica(hub, state: Path, *options: str) -> tuple[subprocess.Popen, str]:
     return proc, base
 
 
-class _Stay(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args, **kwargs):
-        return None
-
-
-def get(url: str, cookie: str) -> tuple[int, str, str | None]:
-    """GET with only this cookie, redirects not followed: (status, body, Location)."""
-    req = urllib.request.Request(url, headers={"Cookie": cookie})
-    try:
-        with urllib.request.build_opener(_Stay).open(req, timeout=30) as resp:
-            return resp.status, resp.read().decode(), None
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode(), err.headers.get("Location")
+def get(url: str, cookie: str):
+    """GET with only this cookie (a session of no cookies of its own), redirects not followed."""
+    return new_session().get(url, headers={"Cookie": cookie}, allow_redirects=False, timeout=30)
 
 
 def stopped(proc: subprocess.Popen) -> None:
@@ -104,15 +85,16 @@ def test_a_page_login_made_at_one_replica_holds_at_another(hub, tmp_path):
     cookie = f"{COOKIE}={login}"
     other, base = replica(hub, tmp_path / "replica")
     try:
-        status, body, _ = get(f"{base}/api/v1/me", cookie)
-        assert status == 200 and json.loads(body)["name"] == "bob", body
-        status, body, _ = get(f"{base}/jobs", cookie)
-        assert status == 200 and "Training jobs" in body and "team-b" in body, body[:500]
+        me = get(f"{base}/api/v1/me", cookie)
+        assert me.status_code == 200 and me.json()["name"] == "bob", me.text
+        page = get(f"{base}/jobs", cookie)
+        assert page.status_code == 200 and "Training jobs" in page.text and "team-b" in page.text, page.text[:500]
     finally:
         stopped(other)
     stranger, base = replica(hub, tmp_path / "stranger", "--TenancyService.cookie_secret=" + "s" * 40)
     try:
-        status, _, location = get(f"{base}/jobs", cookie)
-        assert status == 302 and "/hub/api/oauth2/authorize" in (location or ""), (status, location)
+        page = get(f"{base}/jobs", cookie)
+        location = page.headers.get("Location") or ""
+        assert page.status_code == 302 and "/hub/api/oauth2/authorize" in location, (page.status_code, location)
     finally:
         stopped(stranger)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from demo_hub import API, start_demo_hub, svc, token, wait_for
+from demo_hub import API, service_pid, start_demo_hub, svc, token, wait_for
 from kernel import run_code
 
 
@@ -286,13 +286,6 @@ def test_events_stream_workload_changes(hub):
     assert all(e["workload"]["namespace"] == "team-c" or e["workload"]["user"] == "carol" for e in events)
 
 
-def _service_pid(hub) -> int:
-    for pid, cmd in hub.process_cmdlines().items():
-        if "serve" in cmd and any("tenancy_config.py" in part for part in cmd):
-            return pid
-    raise AssertionError("no tenancy service process")
-
-
 def test_the_service_restarted_mid_queue_loses_nothing(hub):
     # The root has 5 CPUs left (alice 10, bob 10, carol 10 + 5): b0 runs, three queue behind it
     # (at low priority, so they do not preempt bob's own notebook).
@@ -311,7 +304,7 @@ def test_the_service_restarted_mid_queue_loses_nothing(hub):
     assert [before[j]["leafPosition"] for j in ids[1:]] == [1, 2, 3]
     running_pid = _pid_of(hub, before[ids[0]])
     assert running_pid is not None  # recorded as soon as the process started
-    old = _service_pid(hub)
+    old = service_pid(hub)
     os.kill(old, signal.SIGKILL)
     wait_for(lambda: _alive_service(hub, old), "the hub to restart the service", timeout=90)
     wait_for(lambda: svc(hub, "bob", "GET", f"/workloads/{ids[0]}", tok=tok)[0] == 200, "the API after restart")
@@ -379,7 +372,7 @@ def _pid_of(hub, job) -> int | None:
 
 def _alive_service(hub, old: int) -> bool:
     try:
-        return _service_pid(hub) != old
+        return service_pid(hub) != old
     except AssertionError:
         return False
 
