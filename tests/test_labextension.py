@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hub_ext.labserver.quota_view import amount, current_tenant, path_to, quota_path
+from hub_ext.quota_view import amount, current_tenant, path_to, quota_path
 from hub_ext.labserver.terminal import terminal_command
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 import time
 
-from ..labserver.quota_view import current_tenant, quota_path
+from ..quota_view import current_tenant, quota_path
 from .live import FINAL, WORDS
 
 NAMES = {"cpu": "CPU", "memory": "memory", "nvidia.com/gpu": "GPU"}

@@ -26,7 +26,7 @@ from jupyter_server.utils import url_path_join
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from .quota_view import current_tenant, quota_path
+from ..quota_view import current_tenant, quota_path
 from .upstream import DOWN, ServiceDown, ServiceRefused, Upstream
 
 #: A snapshot is sent this long after the last change reported (changes come in bursts).

@@ -1,6 +1,7 @@
-"""What the page draws, from the service's answers: the team's quota path with numbers for bars.
+"""What the quota views draw, from the service's answers: the team's quota path with numbers for bars.
 
-Pure functions of ``/me`` and ``/tree`` answers, so they are tested without a server.
+The Lab extension's page (through hub_ext.labserver) and the notebook's widget
+(hub_ext.client.render) draw the same model, so it sits beside both. Pure functions of ``/me`` and ``/tree`` answers, so they are tested without a server.
 Quantities arrive as Kubernetes text (``"20"``, ``"500m"``, ``"10Gi"``); bars need numbers,
 so each amount is sent both ways: the number (``cpu`` in cores, bytes for memory) and the
 text as the service wrote it.
@@ -8,8 +9,8 @@ text as the service wrote it.
 
 from __future__ import annotations
 
-from ..quota.errors import ValidationError
-from ..quota.quantity import MILLI, parse_quantity
+from .quota.errors import ValidationError
+from .quota.quantity import MILLI, parse_quantity
 
 #: The order resources are listed in; others follow by name.
 FIRST = ("cpu", "memory", "nvidia.com/gpu")
