@@ -164,7 +164,7 @@ def _serve(args) -> int:
 
 def _client_call(fn):
     """Run a client command; the service's refusals become the one-line error."""
-    from .client.api import TenancyError
+    from .apiclient import TenancyError
 
     def run(args) -> int:
         try:
@@ -201,21 +201,23 @@ def _submit(args) -> int:
 
 @_client_call
 def _jobs(args) -> int:
-    from .client.api import TenancyClient
+    from .apiclient import TenancyClient
+    from .vocabulary import state_word
 
-    rows = TenancyClient().jobs(kind="training" if not args.all else None)
-    print(f"{'ID':<10} {'NAME':<24} {'NAMESPACE':<16} {'STATE':<10} REASON")
+    rows = TenancyClient().workloads(kind="training" if not args.all else None)
+    print(f"{'ID':<10} {'NAME':<24} {'NAMESPACE':<16} {'STATE':<20} REASON")
     for j in rows:
         reason = j.get("message") or ""
         if j.get("position"):
             reason += f" [position {j['position']}]"
-        print(f"{j['id']:<10} {j['name'][:24]:<24} {j['namespace'][:16]:<16} {j['state']:<10} {reason}")
+        state = state_word(j["state"], j.get("reason"))
+        print(f"{j['id']:<10} {j['name'][:24]:<24} {j['namespace'][:16]:<16} {state:<20} {reason}")
     return 0
 
 
 @_client_call
 def _logs(args) -> int:
-    from .client.api import TenancyClient
+    from .apiclient import TenancyClient
 
     sys.stdout.write(TenancyClient().logs(args.id, args.pod))
     return 0
@@ -223,10 +225,10 @@ def _logs(args) -> int:
 
 @_client_call
 def _cancel(args) -> int:
-    from .client.api import TenancyClient
+    from .apiclient import TenancyClient
+    from .client.live import status_text
 
-    job = TenancyClient().cancel(args.id)
-    print(f"{job['name']} ({job['id']}): {job['state']}")
+    print(status_text(TenancyClient().cancel(args.id)))
     return 0
 
 

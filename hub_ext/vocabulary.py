@@ -11,9 +11,6 @@ from __future__ import annotations
 import math
 import time
 
-from .quota.errors import ValidationError
-from .quota.quantity import MILLI, parse_quantity
-
 NAMES = {"cpu": "CPU", "memory": "memory", "nvidia.com/gpu": "GPU", "pods": "pods"}
 STATE_WORDS = {"Pending": "queued", "Running": "running", "Succeeded": "done", "Failed": "failed",
                "Cancelled": "cancelled", "Stopped": "stopped", "Preempted": "stopped to make room",
@@ -52,6 +49,11 @@ def amount(resource: str, value: float) -> str:
 
 def quantity(resource: str, text) -> str:
     """A Kubernetes quantity as the service wrote it (``"4Gi"``, ``"500m"``), as people read it; junk as is."""
+    # Here, not at the top: the parser brings the kubernetes package, which the command line's
+    # other words do not need.
+    from .quota.errors import ValidationError
+    from .quota.quantity import MILLI, parse_quantity
+
     try:
         return amount(resource, parse_quantity(text, resource) / MILLI)
     except ValidationError:

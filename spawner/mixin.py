@@ -12,38 +12,29 @@ reported, with who preempted it and when, at the next start.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
-import time
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from jupyterhub.spawner import SpawnException
 from jupyterhub.utils import url_path_join
 from tornado import web
-from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from traitlets import Dict, Float, Unicode, default
 from traitlets.config import Configurable
+
+from hub_ext.apiclient import TenancyError
+from hub_ext.apiclient.aio import AsyncTenancyClient
+from hub_ext.vocabulary import amounts, quantity, resource_name, sentence, when
 
 TENANT_KEYS = ("tenancy.namespace", "tenancy.quota-leaf")
 #: The spawn form's options: a template with autoescape, never HTML glued from strings.
 _FORMS = Environment(loader=FileSystemLoader(Path(__file__).with_name("templates")),
                      autoescape=select_autoescape(default=True), trim_blocks=True, lstrip_blocks=True)
-_RESOURCE_WORDS = {"cpu": "CPU", "memory": "memory", "nvidia.com/gpu": "GPU"}
 
 
 def _asks(resources: dict) -> str:
-    """``5 CPU, 4Gi memory`` for a profile's requests."""
-    req = (resources or {}).get("requests") or {}
-    return ", ".join(f"{v} {_RESOURCE_WORDS.get(r, r)}" for r, v in req.items()) or "the default size"
-
-
-def _sentence(text: str) -> str:
-    text = (text or "").strip()
-    if not text:
-        return ""
-    text = text[0].upper() + text[1:]
-    return text if text[-1] in ".!?)" else text + "."
+    """``5 CPU, 4 GiB memory`` for a profile's requests."""
+    return amounts((resources or {}).get("requests")) or "the default size"
 
 
 def _workload_name(user: str, server: str) -> str:
@@ -135,8 +126,8 @@ class TenancySpawnerMixin(Configurable):
         if not token:
             return None
         try:
-            body = await self._service("GET", "/tenants", token=token)
-        except SpawnException:
+            body = await self._tenancy(token).tenants()
+        except TenancyError:
             return None
         return {t["group"]: t for t in body.get("tenants", [])}
 
@@ -147,8 +138,8 @@ class TenancySpawnerMixin(Configurable):
             return None
         body = {"tenant": group, "profiles": {s: (self.profiles.get(s) or {}).get("resources") or {} for s in slugs}}
         try:
-            return await self._service("POST", "/room", body, token=token)
-        except SpawnException:
+            return await self._tenancy(token).room(body)
+        except TenancyError:
             return None
 
     async def _tenancy_options_form(self, spawner) -> str:
@@ -179,7 +170,7 @@ class TenancySpawnerMixin(Configurable):
                              "room": lines})
         for t in teams:
             room = (rooms.get(t["group"]) or {}).get("room") or {}
-            ceiling = ", ".join(f"{v} {_RESOURCE_WORDS.get(r, r)}" for r, v in (room.get("ceiling") or {}).items())
+            ceiling = amounts(room.get("ceiling"))
             if ceiling:
                 t["room_text"] = f"Room left now for {t['group']} below its ceiling: {ceiling}."
         any_room = next((r for r in rooms.values() if r), None) or {}
@@ -202,8 +193,8 @@ class TenancySpawnerMixin(Configurable):
             return "Fits within the team's guarantee: it would start once borrowed room is taken back."
         if kind == "wait":
             where = f" (position {verdict['position']} in the queue)" if verdict.get("position") else ""
-            return f"Would wait{where}: {_sentence(message)}"
-        return f"Cannot start as asked: {_sentence(message)}"
+            return f"Would wait{where}: {sentence(message)}"
+        return f"Cannot start as asked: {sentence(message)}"
 
     def options_from_form(self, formdata):
         return {k: formdata[k][0] for k in ("tenant", "profile") if formdata.get(k)}
@@ -230,19 +221,18 @@ class TenancySpawnerMixin(Configurable):
         return group, profile
 
     # -- talking to the service ---------------------------------------------------------
-    async def _service(self, method: str, path: str, body=None, *, token: str | None = None):
-        url = self.tenancy_service_url.rstrip("/") + "/api/v1" + path
-        req = HTTPRequest(url, method=method, headers={"Authorization": f"token {token or self.api_token}",
-                                                       "Content-Type": "application/json"},
-                          body=None if body is None else json.dumps(body), allow_nonstandard_methods=True,
-                          request_timeout=30)
-        resp = await AsyncHTTPClient().fetch(req, raise_error=False)
-        data = json.loads(resp.body) if resp.body and resp.headers.get("Content-Type", "").startswith("application/json") else {}
-        if resp.code >= 400 or resp.code == 599:
-            message = data.get("error") or (str(resp.error) if resp.error else f"status {resp.code}")
-            raise SpawnException(f"The scheduler refused this server: {message}", reason="tenancy",
-                                 status_code=resp.code if 400 <= resp.code < 600 and resp.code != 599 else 503)
-        return data
+    @property
+    def tenancy_api_url(self) -> str:
+        return self.tenancy_service_url.rstrip("/") + "/api/v1"
+
+    def _tenancy(self, token: str | None = None) -> AsyncTenancyClient:
+        """The scheduler's API, called with this server's own token (the service sees the user), or ``token``."""
+        return AsyncTenancyClient(self.tenancy_api_url, token or self.api_token)
+
+    @staticmethod
+    def _refused(err: TenancyError) -> SpawnException:
+        return SpawnException(f"The scheduler refused this server: {err.sentence or err}", reason="tenancy",
+                              status_code=err.status or 503)
 
     # -- lifecycle ------------------------------------------------------------------------
     def get_state(self):
@@ -266,22 +256,21 @@ class TenancySpawnerMixin(Configurable):
         """Remove what an earlier start left in the queue (the hub restarted meanwhile, and could
         not tell the scheduler); if this server's last run was preempted: who took its room, and when."""
         try:
-            mine = (await self._service("GET", "/workloads?kind=notebook&mine=true&limit=100"))["workloads"]
+            mine = await self._tenancy().workloads(kind="notebook", mine="true", limit=100)
             here = [w for w in mine if w["user"] == self.user.name and (w.get("serverName") or "") == (self.name or "")]
             for left in [w for w in here if w["state"] in ("Pending", "Running")]:
                 self.log.info("%s: removing notebook workload %s left by an earlier start", self._log_name, left["id"])
-                await self._service("DELETE", f"/workloads/{left['id']}?by=spawner", token=self._service_token())
+                await self._tenancy(self._service_token()).cancel(left["id"], by_spawner=True)
             last = here[0] if here else None
             if last is None or last["state"] != "Preempted":
                 return None
-            wl = await self._service("GET", f"/workloads/{last['id']}")
-        except SpawnException:
+            wl = await self._tenancy().get(last["id"])
+        except TenancyError:
             return None
         evicted = next((e for e in reversed(wl.get("events", [])) if e["type"] in ("preempted", "reclaimed")), None)
         if evicted is None:
             return None
-        when = time.strftime("%H:%M:%S", time.localtime(evicted["time"]))
-        return f"Your previous server was stopped at {when}: {evicted['message']}"
+        return f"Your previous server was stopped at {when(evicted['time'])}: {evicted['message']}"
 
     async def _usable_team(self, group) -> None:
         """Refuse a team the service says is broken, with all its errors in plain words."""
@@ -291,7 +280,7 @@ class TenancySpawnerMixin(Configurable):
             return
         others = [g.name for g in self.tenant_groups() if g.name != group.name
                   and not ((status or {}).get(g.name) or {}).get("errors")]
-        errors = " ".join(_sentence(e) for e in known["errors"])
+        errors = " ".join(sentence(e) for e in known["errors"])
         todo = (f"Pick another of your teams ({', '.join(others)})." if others
                 else "You have no other team: ask an admin to fix the group's properties (the tenancy Tenants page "
                      "lists what to change).")
@@ -310,21 +299,26 @@ class TenancySpawnerMixin(Configurable):
         if self._notice:
             self.log.info("%s: %s", self._log_name, self._notice)
         self._latest = {}
-        wl = await self._service("POST", "/workloads", {
-            "kind": "notebook", "tenant": group.name, "serverName": self.name or "",
-            "name": _workload_name(self.user.name, self.name),
-            "resources": resources, **({"profile": profile} if profile else {}),
-        })
+        try:
+            wl = await self._tenancy().submit({
+                "kind": "notebook", "tenant": group.name, "serverName": self.name or "",
+                "name": _workload_name(self.user.name, self.name),
+                "resources": resources, **({"profile": profile} if profile else {}),
+            })
+        except TenancyError as err:
+            raise self._refused(err) from None
         self.workload_id = wl["id"]
         self._latest = wl
         try:
             while wl["state"] == "Pending" and wl.get("reason") != "inadmissible":
                 await asyncio.sleep(self.queue_poll_seconds)
-                wl = self._latest = await self._service("GET", f"/workloads/{self.workload_id}")
+                wl = self._latest = await self._tenancy().get(self.workload_id)
         except asyncio.CancelledError:
             # The user stopped the pending spawn: leave the queue.
             await asyncio.shield(self._forget())
             raise
+        except TenancyError as err:
+            raise self._refused(err) from None
         if wl["state"] != "Running":
             await self._forget()
             raise await self._refusal(wl, group, profile)
@@ -334,7 +328,7 @@ class TenancySpawnerMixin(Configurable):
 
     def tenancy_env(self, wl) -> dict:
         return {
-            "TENANCY_API_URL": self.tenancy_service_url.rstrip("/") + "/api/v1",
+            "TENANCY_API_URL": self.tenancy_api_url,
             "TENANCY_TENANT": wl.get("tenant") or "", "TENANCY_NAMESPACE": wl["namespace"],
             "TENANCY_WORKLOAD_ID": wl["id"],
         }
@@ -358,25 +352,24 @@ class TenancySpawnerMixin(Configurable):
             room = await self._room(group.name, []) if group is not None else None
             quota = details.get("quota") or "its ResourceQuota"
             left = ((room or {}).get("room") or {}).get("resourceQuota") or {}
-            left_words = ", ".join(f"{v} {_RESOURCE_WORDS.get(r, r)}" for r, v in left.items())
+            left_words = amounts(left)
             text = (f"{name} does not fit in team {wl.get('tenant')}'s namespace quota {quota}, which counts every "
                     f"server and job of the team, waiting ones too" + (f": only {left_words} left." if left_words else
                     ".") + instead + " Or stop another server or job of the team, or ask an admin to raise the quota.")
             return SpawnException(text, reason="resource-quota", status_code=403,
                                   log_message=f"{text} (the scheduler: {message})")
         if reason == "limit-range":
-            return SpawnException(f"{name} breaks a limit of namespace {wl['namespace']}: {_sentence(message)}"
+            return SpawnException(f"{name} breaks a limit of namespace {wl['namespace']}: {sentence(message)}"
                                   f"{instead or ' Pick a smaller profile.'}", reason="limit-range", status_code=403)
         if reason == "inadmissible":
-            node = details.get("node")
-            limit = (f"team {wl.get('tenant')}'s quota {node} allows at most {details.get('limit')} "
-                     f"{_RESOURCE_WORDS.get(details.get('resource'), details.get('resource'))}" if node else
-                     f"no node of the cluster has {details.get('need')} "
-                     f"{_RESOURCE_WORDS.get(details.get('resource'), details.get('resource'))}")
+            node, res = details.get("node"), details.get("resource")
+            need = quantity(res, details.get("need"))
+            limit = (f"team {wl.get('tenant')}'s quota {node} allows at most {quantity(res, details.get('limit'))} "
+                     f"{resource_name(res)}" if node else f"no node of the cluster has {need} {resource_name(res)}")
             return SpawnException(f"{name} can never start as things are: {limit}, and it asks for "
-                                  f"{details.get('need')}.{instead or ' Ask an admin for a larger quota.'}",
+                                  f"{need}.{instead or ' Ask an admin for a larger quota.'}",
                                   reason="inadmissible", status_code=403)
-        return SpawnException(f"The notebook could not start: {_sentence(message)}{instead}",
+        return SpawnException(f"The notebook could not start: {sentence(message)}{instead}",
                               reason=reason or "tenancy", status_code=403)
 
     async def _forget(self):
@@ -396,9 +389,9 @@ class TenancySpawnerMixin(Configurable):
                              "workload %s on its own", self._log_name, self.tenancy_service_name, wid)
             return
         try:
-            await self._service("DELETE", f"/workloads/{wid}?by=spawner", token=token)
-        except SpawnException as err:
-            if getattr(err, "status_code", None) != 404:
+            await self._tenancy(token).cancel(wid, by_spawner=True)
+        except TenancyError as err:
+            if err.status != 404:
                 self.log.warning("could not remove workload %s: %s", wid, err)
                 return  # kept in the state: the next start (and the scheduler's own check) cleans up
         self.workload_id = None
@@ -421,8 +414,8 @@ class TenancySpawnerMixin(Configurable):
     async def _remember_preemption(self, wid: str) -> None:
         """When this stop was the scheduler making room: when, by whom and why (for the home page)."""
         try:
-            wl = await self._service("GET", f"/workloads/{wid}", token=self._service_token())
-        except SpawnException:
+            wl = await self._tenancy(self._service_token()).get(wid)
+        except TenancyError:
             return
         event = next((e for e in reversed(wl.get("events", [])) if e["type"] in ("preempted", "reclaimed")), None)
         if wl.get("state") == "Preempted" and event is not None:
@@ -445,14 +438,14 @@ class TenancySpawnerMixin(Configurable):
                 base = (getattr(self.user, "settings", None) or {}).get("base_url", "/")
                 link = url_path_join(base, "hub", "spawn-pending", self.user.name, self.name or "")
                 return {"kind": "waiting", "server": self.name or "", "title": f"{label} is waiting for room.",
-                        "text": _sentence(wl.get("message") or "The scheduler is looking at it") + where,
+                        "text": sentence(wl.get("message") or "The scheduler is looking at it") + where,
                         "link": link, "link_text": "See why, or stop waiting"}
         notice = getattr(self, "tenancy_notice", None)
         if notice and not self.active:
-            when = time.strftime("%H:%M:%S", time.localtime(notice["time"]))
             by = f" by {notice['by']}" if notice.get("by") else ""
-            return {"kind": "stopped", "server": self.name or "", "title": f"{label} was stopped at {when}{by}.",
-                    "text": f"Because: {_sentence(notice['message'])} Your files are kept; start it again when "
+            return {"kind": "stopped", "server": self.name or "",
+                    "title": f"{label} was stopped at {when(notice['time'])}{by}.",
+                    "text": f"Because: {sentence(notice['message'])} Your files are kept; start it again when "
                             "there is room.", "link": None, "link_text": ""}
         return None
 
@@ -480,7 +473,7 @@ class TenancySpawnerMixin(Configurable):
         if len(self.profiles) > 1:
             todo.append("Or press Stop and start again with a smaller profile.")
         todo.append("The dashboard shows the team's quota and the queue.")
-        return {"state": state, "headline": headline, "reason": _sentence(wl.get("message") or "Queued"),
+        return {"state": state, "headline": headline, "reason": sentence(wl.get("message") or "Queued"),
                 "position": position, "todo": todo, "dashboard": self.tenancy_public_url + "quota"}
 
     async def progress(self):

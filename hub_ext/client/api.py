@@ -1,78 +1,18 @@
-"""A small client of the scheduler service's REST API (standard library only, so any kernel can use it)."""
+"""Training jobs from notebooks and the command line: ``submit_training`` and the ``Job`` it gives back.
+
+The calls themselves are the one client's (hub_ext.apiclient, standard library only, so
+any kernel can use it); ``TenancyClient`` and ``TenancyError`` are named here too, where
+notebooks have always imported them from.
+"""
 
 from __future__ import annotations
 
-import json
 import os
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 
-FINAL = ("Succeeded", "Failed", "Cancelled", "Stopped", "Preempted", "Rejected")
-
-
-class TenancyError(RuntimeError):
-    """The service said no (its one-line message), or could not be reached."""
-
-    def __init__(self, message: str, status: int | None = None):
-        super().__init__(message)
-        self.status = status
-
-
-class TenancyClient:
-    def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 30):
-        self.url = (url or os.environ.get("TENANCY_API_URL") or "").rstrip("/")
-        self.token = token or os.environ.get("JUPYTERHUB_API_TOKEN") or os.environ.get("JPY_API_TOKEN") or ""
-        self.timeout = timeout
-        if not self.url:
-            raise TenancyError("TENANCY_API_URL is not set: run this inside a hub notebook, or pass url=")
-        if not self.token:
-            raise TenancyError("JUPYTERHUB_API_TOKEN is not set: run this inside a hub notebook, or pass token=")
-
-    def request(self, method: str, path: str, body=None, *, raw: bool = False):
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method=method, headers={
-            "Authorization": f"token {self.token}", "Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                payload = resp.read()
-        except urllib.error.HTTPError as err:
-            text = err.read().decode("utf-8", "replace")
-            try:
-                message = json.loads(text).get("error") or text
-            except ValueError:
-                message = text or err.reason
-            raise TenancyError(f"{message} (HTTP {err.code})", err.code) from None
-        except (urllib.error.URLError, OSError) as err:
-            raise TenancyError(f"the tenancy service at {self.url} is unreachable: {getattr(err, 'reason', err)}") from None
-        return payload.decode("utf-8", "replace") if raw else json.loads(payload or b"null")
-
-    def me(self) -> dict:
-        return self.request("GET", "/me")
-
-    def submit(self, **body) -> dict:
-        return self.request("POST", "/workloads", {k: v for k, v in body.items() if v is not None})
-
-    def dry_run(self, **body) -> dict:
-        """What ``submit(**body)`` would do now (start, wait, evict whom); nothing is stored."""
-        return self.request("POST", "/workloads?dryRun=true", {k: v for k, v in body.items() if v is not None})
-
-    def tree(self) -> dict:
-        return self.request("GET", "/tree")
-
-    def get(self, wid: str) -> dict:
-        return self.request("GET", f"/workloads/{wid}")
-
-    def jobs(self, **filters) -> list[dict]:
-        query = "&".join(f"{k}={v}" for k, v in filters.items() if v)
-        return self.request("GET", "/workloads" + (f"?{query}" if query else ""))["workloads"]
-
-    def cancel(self, wid: str) -> dict:
-        return self.request("DELETE", f"/workloads/{wid}")
-
-    def logs(self, wid: str, pod: str | None = None) -> str:
-        return self.request("GET", f"/workloads/{wid}/logs" + (f"?pod={pod}" if pod else ""), raw=True)
+from ..apiclient import FINAL, TenancyClient, TenancyError
+from .live import status_text
 
 
 @dataclass
@@ -120,13 +60,7 @@ class Job:
 
     def status(self) -> str:
         """One line: state, and why it waits (with its queue position) if it does."""
-        d = self.refresh().data
-        line = f"{d['name']} ({d['id']}): {d['state']}"
-        if d.get("message") and d["state"] != "Succeeded":
-            line += f" - {d['message']}"
-        if d.get("position"):
-            line += f" [position {d['position']} in the queue, {d.get('leafPosition')} in your team]"
-        return line
+        return status_text(self.refresh().data)
 
     def logs(self, pod: str | None = None) -> str:
         return self.client.logs(self.id, pod)

@@ -10,11 +10,10 @@ import html
 import os
 import threading
 
+from ..apiclient import FINAL
+from ..vocabulary import position, state_word
 from . import events
 
-FINAL = ("Succeeded", "Failed", "Cancelled", "Stopped", "Preempted", "Rejected")
-WORDS = {"Pending": "queued", "Running": "running", "Succeeded": "done", "Failed": "failed",
-         "Cancelled": "cancelled", "Rejected": "refused", "Stopped": "stopped", "Preempted": "stopped to make room"}
 COLOURS = {"Pending": "#8a6d00", "Running": "#1b5e20", "Succeeded": "#1b5e20", "Failed": "#b71c1c",
            "Rejected": "#b71c1c", "Cancelled": "#555", "Preempted": "#b71c1c", "Stopped": "#555"}
 
@@ -26,12 +25,15 @@ def logs_url(wid: str) -> str:
 
 
 def status_text(d: dict) -> str:
-    """``train-x (ab12): queued - quota root.a.1 is at its max ... [position 1 in the queue, 1 in your team]``"""
-    line = f"{d['name']} ({d['id']}): {WORDS.get(d['state'], d['state'].lower())}"
+    """``train-x (ab12): queued - quota root.a.1 is at its max ... [position 1 in the queue, 1 in your team]``
+
+    The notebook's live line, and what ``tenancy submit`` and ``tenancy cancel`` print.
+    """
+    line = f"{d['name']} ({d['id']}): {state_word(d['state'], d.get('reason'))}"
     if d.get("message") and d["state"] not in ("Succeeded", "Running"):
         line += f" - {d['message']}"
-    if d.get("position") and d["state"] == "Pending":
-        line += f" [position {d['position']} in the queue, {d.get('leafPosition')} in your team]"
+    if position(d):
+        line += f" [{position(d)}]"
     return line
 
 

@@ -8,26 +8,9 @@ from __future__ import annotations
 import html
 import time
 
+from ..apiclient import FINAL
 from ..quota_view import current_tenant, quota_path
-from .live import FINAL, WORDS
-
-NAMES = {"cpu": "CPU", "memory": "memory", "nvidia.com/gpu": "GPU"}
-
-
-def _amount(resource: str, value: float) -> str:
-    if resource == "memory" or resource.endswith(".memory"):
-        return f"{value / 2**30:g}Gi" if value >= 2**30 else f"{value / 2**20:g}Mi"
-    return f"{round(value, 2):g}"
-
-
-def bar_text(bar: dict) -> str:
-    r = bar["resource"]
-    text = f"{NAMES.get(r, r)} {_amount(r, bar['used'])}/{_amount(r, bar['min'])}"
-    if bar["borrowed"] > 0:
-        text += f" (+{_amount(r, bar['borrowed'])} borrowed)"
-    if bar["max"] is not None:
-        text += f" of {_amount(r, bar['max'])}"
-    return text
+from ..vocabulary import bar_text, duration, position, state_word, when
 
 
 def _bar(bar: dict) -> str:
@@ -48,23 +31,18 @@ def _bar(bar: dict) -> str:
             'background:#000" title="guarantee"></div></div></div>')
 
 
-def _duration(seconds: float) -> str:
-    s = max(0, int(seconds))
-    return f"{s} s" if s < 60 else f"{s // 60} min" if s < 3600 else f"{s // 3600} h {s % 3600 // 60} min"
-
-
 def _job_row(w: dict, now: float) -> str:
     starts = [p["startedAt"] for p in w.get("pods") or [] if p.get("startedAt")]
     start = min(starts) if starts else None
     if start is None:
-        when = f"waiting {_duration(now - w['created'])}" if w["state"] == "Pending" else ""
+        started = f"waiting {duration(now - w['created'])}" if w["state"] == "Pending" else ""
     else:
         end = (w.get("finished") or now) if w["state"] in FINAL else now
-        when = time.strftime("%H:%M:%S", time.localtime(start)) + f", {_duration(end - start)}"
+        started = f"{when(start, now)}, {duration(end - start)}"
     why = w.get("message") or "" if w["state"] not in ("Running", "Succeeded") else ""
-    if w.get("position") and w["state"] == "Pending":
-        why += f" (position {w['position']} in the queue, {w.get('leafPosition')} in your team)"
-    cells = [w["name"], w["kind"], WORDS.get(w["state"], w["state"].lower()), why, when]
+    if position(w):
+        why += f" ({position(w)})"
+    cells = [w["name"], w["kind"], state_word(w["state"], w.get("reason")), why, started]
     return "<tr>" + "".join(f'<td style="padding:2px 8px 2px 0;text-align:left">{html.escape(str(c))}</td>'
                             for c in cells) + "</tr>"
 

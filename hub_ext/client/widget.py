@@ -13,8 +13,8 @@ import threading
 
 import ipywidgets as widgets
 
+from ..apiclient import TenancyClient, TenancyError
 from . import events
-from .api import TenancyClient, TenancyError
 from .render import quota_html
 
 #: Other teams' work changes the parents' usage without an event the caller may see.
@@ -42,7 +42,7 @@ class QuotaWidget(widgets.VBox):
         try:
             self._me, tree = self.client.me(), self.client.tree()
         except TenancyError as err:
-            self._html.value = quota_html(self._me, None, error=_sentence(err))
+            self._html.value = quota_html(self._me, None, error=_what_to_say(err))
             return
         self._tree = tree
         self._html.value = quota_html(self._me, tree, team=os.environ.get("TENANCY_TENANT"))
@@ -68,7 +68,7 @@ class QuotaWidget(widgets.VBox):
         super().close()
 
 
-def _sentence(err: TenancyError) -> str:
-    if "unreachable" in str(err):
+def _what_to_say(err: TenancyError) -> str:
+    if err.status is None:  # nothing answered: say what the widget does about it, not the socket's error
         return "The tenancy scheduler cannot be reached right now; the quota shows again when it answers."
     return str(err)

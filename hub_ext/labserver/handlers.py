@@ -26,8 +26,9 @@ from jupyter_server.utils import url_path_join
 from tornado import web
 from tornado.iostream import StreamClosedError
 
+from ..apiclient import ServiceRefused, TenancyError
+from ..apiclient.aio import AsyncTenancyClient
 from ..quota_view import current_tenant, quota_path
-from .upstream import DOWN, ServiceDown, ServiceRefused, Upstream
 
 #: A snapshot is sent this long after the last change reported (changes come in bursts).
 SETTLE_SECONDS = 0.3
@@ -35,6 +36,9 @@ SETTLE_SECONDS = 0.3
 REFRESH_SECONDS = 30
 #: Waiting before the service is asked again after it failed: growing up to the last.
 RETRY_SECONDS = (1, 2, 5, 10, 30)
+#: What the page says when the service is down (the technical detail goes to the server's log).
+DOWN = ("The tenancy scheduler cannot be reached right now, so your team's quota and jobs are not shown. "
+        "Your notebook keeps working; this comes back by itself when the scheduler answers again.")
 NOT_IN_A_HUB = ("This server does not run in a JupyterHub with the tenancy scheduler "
                 "(TENANCY_API_URL is not set), so there is no team quota to show.")
 _ID = r"([0-9a-f]{1,64})"
@@ -62,26 +66,27 @@ class Dismissed:
 
 class TenancyHandler(APIHandler):
     @property
-    def upstream(self) -> Upstream:
-        return self.settings["tenancy_upstream"]
+    def service(self) -> AsyncTenancyClient:
+        """The scheduler service, called with this server's own hub token."""
+        return self.settings["tenancy_client"]
 
     @property
     def dismissed(self) -> Dismissed:
         return self.settings["tenancy_dismissed"]
 
-    def refuse(self, err: Exception):
+    def refuse(self, err: TenancyError):
         if isinstance(err, ServiceRefused):
             self.set_status(err.status)
-            return self.finish(json.dumps({"error": str(err)}))
+            return self.finish(json.dumps({"error": err.sentence or f"the scheduler refused (HTTP {err.status})"}))
         self.log.warning("tenancy: the scheduler service failed: %s", err)
         self.set_status(503)
         return self.finish(json.dumps({"error": DOWN}))
 
     async def snapshot(self) -> dict:
         """Everything the page shows, in one answer; ``ok`` False with a sentence when the service is down."""
-        if not self.upstream.configured:
+        if not self.service.configured:
             return {"available": False, "ok": False, "message": NOT_IN_A_HUB}
-        me, tree = await asyncio.gather(self.upstream.call("GET", "/me"), self.upstream.call("GET", "/tree"))
+        me, tree = await asyncio.gather(self.service.me(), self.service.tree())
         tenant = current_tenant(me.get("tenants") or [], os.environ.get("TENANCY_TENANT"))
         dismissed = self.dismissed.ids()
         return {
@@ -101,7 +106,7 @@ class StateHandler(TenancyHandler):
     async def get(self):
         try:
             self.finish(json.dumps(await self.snapshot()))
-        except (ServiceDown, ServiceRefused) as err:
+        except TenancyError as err:
             self.refuse(err)
 
 
@@ -126,7 +131,7 @@ class EventsHandler(TenancyHandler):
         self.set_header("Cache-Control", "no-cache")
         self.set_header("X-Accel-Buffering", "no")  # nginx in front of a hub must not hold events back
         self._queue: asyncio.Queue = asyncio.Queue()
-        if not self.upstream.configured:
+        if not self.service.configured:
             await self._send("state", {"available": False, "ok": False, "message": NOT_IN_A_HUB})
             return
         pump = asyncio.ensure_future(self._pump())
@@ -152,12 +157,12 @@ class EventsHandler(TenancyHandler):
                 self._queue.put_nowait(("state", await self.snapshot()))
                 failures = 0
                 refresh = asyncio.ensure_future(self._refresh_every(REFRESH_SECONDS))
-                await self.upstream.stream(self._on_event, lambda: self._gone)
+                await self.service.events(self._on_event, lambda: self._gone)
                 # the service ended the stream (it restarted): connect again at once
             except asyncio.CancelledError:
                 raise
             except Exception as err:  # noqa: BLE001 - whatever failed, the page hears it and we retry
-                if not isinstance(err, (ServiceDown, ServiceRefused, OSError)):
+                if not isinstance(err, (TenancyError, OSError)):
                     self.log.exception("tenancy: relaying the scheduler's events failed")
                 else:
                     self.log.warning("tenancy: the scheduler service failed: %s", err)
@@ -189,7 +194,7 @@ class EventsHandler(TenancyHandler):
             return
         try:
             self._queue.put_nowait(("state", await self.snapshot()))
-        except (ServiceDown, ServiceRefused, OSError) as err:
+        except (TenancyError, OSError) as err:
             self.log.warning("tenancy: the scheduler service failed: %s", err)
             self._queue.put_nowait(("status", {"ok": False, "message": DOWN}))
 
@@ -202,12 +207,12 @@ class EventsHandler(TenancyHandler):
 class WorkloadsHandler(TenancyHandler):
     @web.authenticated
     async def post(self):
-        query = "?dryRun=true" if self.get_argument("dryRun", "false").lower() in ("1", "true", "yes") else ""
+        dry_run = self.get_argument("dryRun", "false").lower() in ("1", "true", "yes")
         try:
-            answer = await self.upstream.call("POST", "/workloads" + query, self.request.body)
-        except (ServiceDown, ServiceRefused) as err:
+            answer = await self.service.submit(self.request.body, dry_run=dry_run)
+        except TenancyError as err:
             return self.refuse(err)
-        self.set_status(200 if query else 201)
+        self.set_status(200 if dry_run else 201)
         self.finish(json.dumps(answer))
 
 
@@ -215,15 +220,15 @@ class WorkloadHandler(TenancyHandler):
     @web.authenticated
     async def get(self, wid):
         try:
-            self.finish(json.dumps(await self.upstream.call("GET", f"/workloads/{wid}")))
-        except (ServiceDown, ServiceRefused) as err:
+            self.finish(json.dumps(await self.service.get(wid)))
+        except TenancyError as err:
             self.refuse(err)
 
     @web.authenticated
     async def delete(self, wid):
         try:
-            self.finish(json.dumps(await self.upstream.call("DELETE", f"/workloads/{wid}")))
-        except (ServiceDown, ServiceRefused) as err:
+            self.finish(json.dumps(await self.service.cancel(wid)))
+        except TenancyError as err:
             self.refuse(err)
 
 
@@ -239,8 +244,8 @@ class LogsHandler(TenancyHandler):
     @web.authenticated
     async def get(self, wid):
         try:
-            text = await self.upstream.call("GET", f"/workloads/{wid}/logs", raw=True)
-        except (ServiceDown, ServiceRefused) as err:
+            text = await self.service.logs(wid)
+        except TenancyError as err:
             return self.refuse(err)
         self.set_header("Content-Type", "text/plain; charset=utf-8")
         self.finish(text)
@@ -259,7 +264,7 @@ class DismissHandler(TenancyHandler):
 
 def setup_handlers(serverapp) -> None:
     web_app = serverapp.web_app
-    web_app.settings.setdefault("tenancy_upstream", Upstream())
+    web_app.settings.setdefault("tenancy_client", AsyncTenancyClient())
     web_app.settings.setdefault("tenancy_dismissed", Dismissed())
     base = url_path_join(web_app.settings["base_url"], "tenancy", "api")
     web_app.add_handlers(".*$", [

@@ -1,0 +1,76 @@
+"""``AsyncTenancyClient``: the API's calls on tornado's loop, for the Lab server extension and the hub's spawner."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+
+from .calls import Call, Calls, environment, headers
+from .errors import TenancyError, refusal, unreachable
+from .events import EventParser
+
+#: A stream stays open for as long as its reader wants; keep-alives arrive every 15 s.
+STREAM_SECONDS = 24 * 3600
+
+
+class AsyncTenancyClient(Calls):
+    """Each call returns a coroutine of the answer. Without a URL and token, a single-user server's own."""
+
+    def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30):
+        env_url, env_token = environment() if url is None or token is None else ("", "")
+        self.url = (url if url is not None else env_url).rstrip("/")
+        self.token = token if token is not None else env_token
+        self.timeout = timeout
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.url and self.token)
+
+    def _request(self, call: Call, *, accept: str = "application/json", **kw) -> HTTPRequest:
+        return HTTPRequest(self.url + call.path, method=call.method, body=call.body, headers=headers(self.token, accept),
+                           allow_nonstandard_methods=True,
+                           **{"connect_timeout": 5, "request_timeout": self.timeout, **kw})
+
+    def _failure(self, err: HTTPClientError | OSError) -> TenancyError:
+        if isinstance(err, HTTPClientError):
+            if err.response is None:  # a timeout: nothing answered
+                return unreachable(self.url, err.message or err)
+            return refusal(err.code, err.response.body, err.response.reason or err.message or "")
+        return unreachable(self.url, err.strerror or err)
+
+    async def _send(self, call: Call):
+        try:
+            response = await AsyncHTTPClient().fetch(self._request(call))
+        except (HTTPClientError, OSError) as err:
+            raise self._failure(err) from None
+        return call.read(response.body)
+
+    async def events(self, on_event: Callable[[dict | None], None], should_stop: Callable[[], bool]) -> None:
+        """Read the service's events until it ends the stream (returns) or fails (ServiceDown, ServiceRefused).
+
+        ``on_event`` gets each event, and None for a keep-alive. Once ``should_stop()`` is
+        true the stream is dropped at the next thing the service sends (15 s at most).
+        """
+        parser = EventParser()
+
+        def on_chunk(chunk: bytes) -> None:
+            if should_stop():
+                raise _Stopped()
+            for event in parser.feed(chunk):
+                on_event(event)
+
+        request = self._request(Call("GET", "/events"), accept="text/event-stream", streaming_callback=on_chunk,
+                                request_timeout=STREAM_SECONDS)
+        try:
+            await AsyncHTTPClient().fetch(request)
+        except _Stopped:
+            return
+        except (HTTPClientError, OSError) as err:
+            if isinstance(err.__context__, _Stopped) or should_stop():
+                return
+            raise self._failure(err) from None
+
+
+class _Stopped(Exception):
+    """Raised in the stream's callback to drop the connection once its reader has gone."""
