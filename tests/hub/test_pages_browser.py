@@ -235,7 +235,7 @@ def test_a_broken_group_is_flagged_for_admins_and_kept_out_of_the_spawn_form(hub
     assert [o.split(" ")[0] for o in options] == ["team-a", "team-b"], options
     assert "Team team-x cannot be used" in page.inner_text("#tenancy-broken-teams")
     cards = page.inner_text("#tenancy-profiles")
-    assert "For exploring data" in cards and "Asks for 5 CPU, 4Gi memory" in cards
+    assert "For exploring data" in cards and "Asks for 5 CPU, 4 GiB memory" in cards
     assert "team-a: Would wait" in cards or "team-a: Fits" in cards, cards
     note = page.inner_text("#tenancy-priority-note")
     assert note.startswith("Notebooks run at low priority (low-priority-dev)") and "2 seconds" in note

@@ -227,7 +227,7 @@ def test_cell_magic_and_terminal_commands(hub):
     assert sub.returncode == 0 and "term-job" in sub.stdout, sub
     term = sub.stdout.split("(")[1].split(")")[0]
     cancel = subprocess.run(tenancy + ["cancel", term], env=env, capture_output=True, text=True, timeout=60)
-    assert cancel.returncode == 0 and "Cancelled" in cancel.stdout, cancel
+    assert cancel.returncode == 0 and ": cancelled" in cancel.stdout, cancel
     bad = subprocess.run(tenancy + ["submit", "--tenant", "team-a", "--", "true"], env=env, capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode == 1 and bad.stderr.strip() == "tenancy: error: carol is not a member of tenant team-a (HTTP 403)"
