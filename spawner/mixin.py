@@ -24,7 +24,7 @@ from traitlets.config import Configurable
 
 from hub_ext.apiclient import TenancyError
 from hub_ext.apiclient.aio import AsyncTenancyClient
-from hub_ext.vocabulary import amounts, quantity, resource_name, sentence, when
+from hub_ext.vocabulary import amounts, duration, quantity, resource_name, sentence, when
 
 TENANT_KEYS = ("tenancy.namespace", "tenancy.quota-leaf")
 #: The spawn form's options: a template with autoescape, never HTML glued from strings.
@@ -178,7 +178,7 @@ class TenancySpawnerMixin(Configurable):
         pc = any_room.get("priorityClass") or "low-priority-dev"
         note = (f"Notebooks run at low priority ({pc}): when another team takes back room it is guaranteed, or "
                 "higher-priority work needs it, your server may be stopped"
-                + (f", after a warning of {warning:g} seconds in JupyterLab to save your work." if warning
+                + (f", after a warning of {duration(warning)} in JupyterLab to save your work." if warning
                    else " after a short grace period; save your work often."))
         return _FORMS.get_template("tenancy_options_form.html").render(
             teams=teams, broken=broken, profiles=profiles if teams else [], priority_note=note,
