@@ -28,8 +28,8 @@ class AsyncTenancyClient(Calls):
         return bool(self.url and self.token)
 
     def _request(self, call: Call, *, accept: str = "application/json", **kw) -> HTTPRequest:
-        return HTTPRequest(self.url + call.path, method=call.method, body=call.body, headers=headers(self.token, accept),
-                           allow_nonstandard_methods=True,
+        return HTTPRequest(self.url + call.path, method=call.method, body=call.body,
+                           headers=headers(self.token, accept), allow_nonstandard_methods=True,
                            **{"connect_timeout": 5, "request_timeout": self.timeout, **kw})
 
     def _failure(self, err: HTTPClientError | OSError) -> TenancyError:
