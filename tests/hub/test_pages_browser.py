@@ -238,7 +238,7 @@ def test_a_broken_group_is_flagged_for_admins_and_kept_out_of_the_spawn_form(hub
     assert "For exploring data" in cards and "Asks for 5 CPU, 4 GiB memory" in cards
     assert "team-a: Would wait" in cards or "team-a: Fits" in cards, cards
     note = page.inner_text("#tenancy-priority-note")
-    assert note.startswith("Notebooks run at low priority (low-priority-dev)") and "2 seconds" in note
+    assert note.startswith("Notebooks run at low priority (low-priority-dev)") and "a warning of 2 s in" in note
     shot(page, "pages-spawn-form")
     page.set_viewport_size(NARROW)
     shot(page, "pages-spawn-form-narrow")
