@@ -1,12 +1,17 @@
 /** The status-bar item: my team, usage against guarantee and ceiling, borrowed, queued. */
 
+import { TranslationBundle } from '@jupyterlab/translation';
 import { Widget } from '@lumino/widgets';
 
 import { statusLine } from './format';
 import { TenancyModel } from './model';
 
 export class QuotaStatus extends Widget {
-  constructor(private model: TenancyModel, private open: () => void) {
+  constructor(
+    private model: TenancyModel,
+    private open: () => void,
+    private trans: TranslationBundle
+  ) {
     super();
     this.addClass('jp-TenancyStatus');
     this.node.setAttribute('role', 'button');
@@ -24,7 +29,7 @@ export class QuotaStatus extends Widget {
       return;
     }
     this.show();
-    const line = statusLine(s, Date.now() / 1000);
+    const line = statusLine(s, Date.now() / 1000, this.trans);
     this.node.textContent = line.text;
     this.node.title = line.title;
     this.node.dataset.level = line.level;
