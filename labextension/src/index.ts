@@ -11,6 +11,7 @@ import { ICommandPalette } from '@jupyterlab/apputils';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
+import { Signal } from '@lumino/signaling';
 
 import { quotaIcon } from './icon';
 import { logsWidget } from './logs';
@@ -96,12 +97,16 @@ const plugin: JupyterFrontEndPlugin<ITenancyQuota> = {
 
     if (statusBar) {
       const item = new QuotaStatus(model, () => void app.commands.execute(OPEN), trans);
+      // Shown unless the setting hides it or this is no tenancy hub; asked again on either's change.
+      const activeStateChanged = new Signal<QuotaStatus, void>(item);
+      settings.changed.connect(() => activeStateChanged.emit());
+      model.changed.connect(() => activeStateChanged.emit());
       statusBar.registerStatusItem('jupyterhub-tenancy:status', {
         item,
         align: 'left',
         rank: 100,
         isActive: () => settings.showStatusItem && model.snapshot?.available !== false,
-        activeStateChanged: settings.changed
+        activeStateChanged
       });
     }
 

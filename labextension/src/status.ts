@@ -1,4 +1,7 @@
-/** The status-bar item: my team, usage against guarantee and ceiling, borrowed, queued. */
+/**
+ * The status-bar item: my team, usage against guarantee and ceiling, borrowed, queued. The
+ * status bar shows or hides it (index.ts: the setting, and whether this is a tenancy hub).
+ */
 
 import { TranslationBundle } from '@jupyterlab/translation';
 import { Widget } from '@lumino/widgets';
@@ -25,10 +28,8 @@ export class QuotaStatus extends Widget {
   render(): void {
     const s = this.model.snapshot;
     if (s && !s.available) {
-      this.hide();
       return;
     }
-    this.show();
     const line = statusLine(s, Date.now() / 1000, this.trans);
     this.node.textContent = line.text;
     this.node.title = line.title;
