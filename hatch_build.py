@@ -1,9 +1,10 @@
 """The wheel's build step for the service's pages: Chart.js and the pages' scripts, bundled by esbuild.
 
 ``pages/`` (npm: chart.js and esbuild, pinned in package-lock.json) is built into
-``hub_ext/service/static/build/``, which is not in git and is shipped in the wheel
-(``artifacts`` in pyproject.toml), as the JupyterLab extension is. Skipped when the
-bundle is there already (``scripts/build-pages`` made it, or an earlier build).
+``hub_ext/service/static/build/``, which is not in git and is shipped in the wheel and the
+sdist (``artifacts`` in pyproject.toml), as the JupyterLab extension is, so that the sdist
+installs without Node.js. Skipped when the bundle is there already (``scripts/build-pages``
+made it, an earlier build, or the sdist being built into a wheel).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ class PagesBuildHook(BuildHookInterface):
 
     def initialize(self, version, build_data):
         root = Path(self.root)
-        if self.target_name != "wheel" or (root / "hub_ext/service/static/build/pages.js").exists():
+        if self.target_name not in ("wheel", "sdist") or (root / "hub_ext/service/static/build/pages.js").exists():
             return
         npm = shutil.which("npm")
         if npm is None:

@@ -1,46 +1,15 @@
-/** Words and numbers for people: every function here is pure (tested by jest). */
+/**
+ * The Lab extension's own lines (the status bar, a workload's reason, position and times,
+ * notices), put together from the shared vocabulary (vocabulary.ts). Pure, tested by jest.
+ */
 
 import { FINAL, INotice, IResourceBar, ISnapshot, IWorkload } from './types';
-
-const NAMES: Record<string, string> = { cpu: 'CPU', memory: 'memory', 'nvidia.com/gpu': 'GPU' };
-
-export function resourceName(resource: string): string {
-  return NAMES[resource] ?? resource;
-}
-
-/** An amount as people read it: cores and GPUs as numbers, bytes in Gi/Mi. */
-export function amount(resource: string, value: number): string {
-  if (resource === 'memory' || resource.endsWith('.memory')) {
-    const gi = value / 1024 ** 3;
-    if (gi >= 1) {
-      return `${trim(gi)}Gi`;
-    }
-    return `${trim(value / 1024 ** 2)}Mi`;
-  }
-  return trim(value);
-}
-
-function trim(value: number): string {
-  return String(Math.round(value * 100) / 100);
-}
+import { barText, countdown, duration, english, ITrans, resourceName, sentence, startedAt, timeOfDay } from './vocabulary';
 
 /** Resources worth a place in the status bar: those in use, else the first the quota names. */
 export function resourcesThatMatter(bars: IResourceBar[], most = 2): IResourceBar[] {
   const used = bars.filter(b => b.used > 0);
   return (used.length ? used : bars.slice(0, 1)).slice(0, most);
-}
-
-/** `CPU 12/10 (+2 borrowed) of 20`: used against the guarantee, what is borrowed, the ceiling. */
-export function barText(bar: IResourceBar): string {
-  const r = bar.resource;
-  let text = `${resourceName(r)} ${amount(r, bar.used)}/${amount(r, bar.min)}`;
-  if (bar.borrowed > 0) {
-    text += ` (+${amount(r, bar.borrowed)} borrowed)`;
-  }
-  if (bar.max !== null) {
-    text += ` of ${amount(r, bar.max)}`;
-  }
-  return text;
 }
 
 export function queuedCount(workloads: IWorkload[] | undefined): number {
@@ -50,29 +19,37 @@ export function queuedCount(workloads: IWorkload[] | undefined): number {
 export type Level = 'ok' | 'borrowing' | 'full' | 'down' | 'evicting';
 
 /** The status bar's text and colour for a snapshot (`now` in epoch seconds, for countdowns). */
-export function statusLine(s: ISnapshot | null, now: number): { text: string; level: Level; title: string } {
+export function statusLine(
+  s: ISnapshot | null,
+  now: number,
+  trans: ITrans = english
+): { text: string; level: Level; title: string } {
   if (!s) {
-    return { text: 'Team quota: connecting…', level: 'ok', title: 'Connecting to the tenancy scheduler.' };
+    return {
+      text: trans.__('Team quota: connecting…'),
+      level: 'ok',
+      title: trans.__('Connecting to the tenancy scheduler.')
+    };
   }
   if (!s.ok) {
-    return { text: 'Team quota unavailable', level: 'down', title: s.message ?? '' };
+    return { text: trans.__('Team quota unavailable'), level: 'down', title: s.message ?? '' };
   }
   const evicting = evictions(s, now)[0];
   if (evicting) {
     return {
-      text: `Server stops in ${clock(evicting.remaining)}`,
+      text: trans.__('Server stops in %1', countdown(evicting.remaining)),
       level: 'evicting',
       title: evicting.workload.evictionMessage ?? ''
     };
   }
   const leaf = s.path?.[0];
-  const team = s.tenant?.group ?? 'no team';
+  const team = s.tenant?.group ?? trans.__('no team');
   const bars = leaf ? resourcesThatMatter(leaf.resources) : [];
-  const parts = [team, ...bars.map(barText)];
+  const parts = [team, ...bars.map(b => barText(b, trans))];
   const queued = queuedCount(s.workloads);
   let text = parts.join('  ');
   if (queued) {
-    text += ` · ${queued} queued`;
+    text += ` · ${trans.__('%1 queued', queued)}`;
   }
   const level: Level = leaf?.resources.some(b => b.atMax)
     ? 'full'
@@ -81,118 +58,74 @@ export function statusLine(s: ISnapshot | null, now: number): { text: string; le
       : 'ok';
   const title =
     level === 'full'
-      ? `${team} is at its ceiling: new work waits until something ends. Click for details.`
+      ? trans.__('%1 is at its ceiling: new work waits until something ends. Click for details.', team)
       : level === 'borrowing'
-        ? `${team} uses more than its guarantee: the extra is borrowed and may be taken back. Click for details.`
-        : `${team} is within its guarantee. Click for details.`;
+        ? trans.__(
+            '%1 uses more than its guarantee: the extra is borrowed and may be taken back. Click for details.',
+            team
+          )
+        : trans.__('%1 is within its guarantee. Click for details.', team);
   return { text, level, title };
 }
 
-/** `1:05`, `0:09`, `12:00` */
-export function clock(seconds: number): string {
-  const s = Math.max(0, Math.ceil(seconds));
-  return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`;
-}
-
-/** `45 s`, `3 min`, `2 h 5 min` */
-export function duration(seconds: number): string {
-  const s = Math.max(0, Math.round(seconds));
-  if (s < 60) {
-    return `${s} s`;
-  }
-  if (s < 3600) {
-    return `${Math.floor(s / 60)} min`;
-  }
-  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
-}
-
-/** Local time of day (`14:03:27`) of epoch seconds. */
-export function timeOfDay(epoch: number): string {
-  const d = new Date(epoch * 1000);
-  return [d.getHours(), d.getMinutes(), d.getSeconds()].map(n => String(n).padStart(2, '0')).join(':');
-}
-
-/** When it started running (its first pod's start), if it did. */
-export function startedAt(w: IWorkload): number | null {
-  const starts = (w.pods ?? []).map(p => p.startedAt).filter((t): t is number => typeof t === 'number');
-  return starts.length ? Math.min(...starts) : null;
-}
-
 /** Running for, or ran for (finished), or waited for so far (pending). */
-export function elapsed(w: IWorkload, now: number): string {
+export function elapsed(w: IWorkload, now: number, trans: ITrans = english): string {
   const start = startedAt(w);
   if (start === null) {
-    return w.state === 'Pending' ? `waiting ${duration(now - w.created)}` : '';
+    return w.state === 'Pending' ? trans.__('waiting %1', duration(now - w.created, trans)) : '';
   }
-  const end = FINAL.includes(w.state) ? (w.finished ?? now) : now;
-  return `${FINAL.includes(w.state) ? 'ran' : 'running'} ${duration(end - start)}`;
-}
-
-const STATE_WORDS: Record<string, string> = {
-  Pending: 'queued',
-  Running: 'running',
-  Succeeded: 'done',
-  Failed: 'failed',
-  Cancelled: 'cancelled',
-  Stopped: 'stopped',
-  Preempted: 'stopped to make room',
-  Rejected: 'refused',
-  Quarantined: 'set aside'
-};
-
-export function stateWord(state: string): string {
-  return STATE_WORDS[state] ?? state.toLowerCase();
+  if (FINAL.includes(w.state)) {
+    return trans.__('ran %1', duration((w.finished ?? now) - start, trans));
+  }
+  return trans.__('running %1', duration(now - start, trans));
 }
 
 /** The scheduler's reason in plain words, as a sentence. */
-export function plainReason(w: IWorkload): string {
+export function plainReason(w: IWorkload, trans: ITrans = english): string {
   const d = w.details ?? {};
   const msg = w.message ?? '';
   switch (w.reason) {
     case 'quota-max':
       if (d.node && d.resource && d.limit && !msg.includes('never start')) {
-        const r = d.resource as string;
-        return (
-          `Waiting for room in quota ${d.node}: it is full for ${resourceName(r)} ` +
-          `(${d.used} of ${d.limit} in use; this needs ${d.need}).`
+        return trans.__(
+          'Waiting for room in quota %1: it is full for %2 (%3 of %4 in use; this needs %5).',
+          d.node,
+          resourceName(d.resource as string, trans),
+          d.used,
+          d.limit,
+          d.need
         );
       }
       return sentence(msg);
     case 'quota-min':
-      return sentence(`Waiting: ${msg}`);
+      return sentence(trans.__('Waiting: %1', msg));
     case 'cluster-capacity':
-      return sentence(`Waiting for the cluster to have room: ${msg}`);
+      return sentence(trans.__('Waiting for the cluster to have room: %1', msg));
     case 'waiting-for-eviction':
-      return `Starting soon: room is being made for it (${(d.victims ?? []).length || 'some'} pod(s) are stopping).`;
+      return trans.__(
+        'Starting soon: room is being made for it (%1 pod(s) are stopping).',
+        (d.victims ?? []).length || trans.__('some')
+      );
     case 'resource-quota':
     case 'limit-range':
-      return sentence(`Refused by your namespace's limits: ${msg}`);
+      return sentence(trans.__("Refused by your namespace's limits: %1", msg));
     case 'preempted':
     case 'reclaimed':
-      return sentence(`Stopped to make room. ${msg}`);
+      return sentence(trans.__('Stopped to make room. %1', msg));
     default:
       if (w.state === 'Pending' && !msg) {
-        return 'Queued: the scheduler looks at it in a moment.';
+        return trans.__('Queued: the scheduler looks at it in a moment.');
       }
       return sentence(msg);
   }
 }
 
-function sentence(text: string): string {
-  const t = text.trim();
-  if (!t) {
-    return '';
-  }
-  const first = t[0].toUpperCase() + t.slice(1);
-  return /[.!?]$/.test(first) ? first : `${first}.`;
-}
-
 /** `position 2 in the queue, 1 in your team` */
-export function positionText(w: IWorkload): string {
+export function positionText(w: IWorkload, trans: ITrans = english): string {
   if (w.state !== 'Pending' || !w.position) {
     return '';
   }
-  return `position ${w.position} in the queue, ${w.leafPosition ?? '?'} in your team`;
+  return trans.__('position %1 in the queue, %2 in your team', w.position, w.leafPosition ?? '?');
 }
 
 /** My notebooks being evicted, soonest first, with the seconds left. */
@@ -204,13 +137,20 @@ export function evictions(s: ISnapshot | null, now: number): { workload: IWorklo
     .sort((a, b) => a.remaining - b.remaining);
 }
 
-/** `your server "gpu"` or `your server` */
-export function serverLabel(serverName: string | null | undefined): string {
-  return serverName ? `your server "${serverName}"` : 'your server';
+/** `your server "gpu"` or `your server` (`Your ...` at the start of a sentence). */
+export function serverLabel(serverName: string | null | undefined, trans: ITrans = english, start = false): string {
+  if (serverName) {
+    return start ? trans.__('Your server "%1"', serverName) : trans.__('your server "%1"', serverName);
+  }
+  return start ? trans.__('Your server') : trans.__('your server');
 }
 
 /** `Your server was stopped at 14:03:27 by team-c/carol-train-0. Reclaimed by ...` */
-export function noticeText(n: INotice): string {
-  const by = n.preemptor ? ` by ${n.preemptor}` : '';
-  return `${serverLabel(n.serverName).replace(/^y/, 'Y')} was stopped at ${timeOfDay(n.time)}${by}. ${n.message}`;
+export function noticeText(n: INotice, trans: ITrans = english): string {
+  const server = serverLabel(n.serverName, trans, true);
+  const at = timeOfDay(n.time);
+  const stopped = n.preemptor
+    ? trans.__('%1 was stopped at %2 by %3.', server, at, n.preemptor)
+    : trans.__('%1 was stopped at %2.', server, at);
+  return `${stopped} ${n.message}`;
 }

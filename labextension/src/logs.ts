@@ -1,12 +1,14 @@
 /** A job's logs in the main area: the tail, following while the job runs. */
 
 import { MainAreaWidget } from '@jupyterlab/apputils';
+import { TranslationBundle } from '@jupyterlab/translation';
 import { Widget } from '@lumino/widgets';
 
 import { h } from './dom';
 import { TenancyModel } from './model';
 import { requestAPI } from './request';
 import { FINAL, IWorkload } from './types';
+import { stateWord } from './vocabulary';
 
 /** Lines kept on screen: the tail of a long log. */
 const TAIL = 500;
@@ -19,7 +21,11 @@ export function tail(text: string, lines = TAIL): string {
 }
 
 class LogView extends Widget {
-  constructor(private model: TenancyModel, private workload: IWorkload) {
+  constructor(
+    private model: TenancyModel,
+    private workload: IWorkload,
+    private trans: TranslationBundle
+  ) {
     super();
     this.addClass('jp-TenancyLogs');
     this.node.append(this._status, this._pre);
@@ -37,15 +43,16 @@ class LogView extends Widget {
     }
     const state = this.state();
     try {
-      const text = await requestAPI<string>(`workloads/${this.workload.id}/logs`, {}, true);
+      const text = await requestAPI<string>(`workloads/${this.workload.id}/logs`, {}, true, this.trans);
       const atEnd = this.node.scrollTop + this.node.clientHeight >= this.node.scrollHeight - 20;
-      this._pre.textContent = tail(text) || '(no output yet)';
+      this._pre.textContent = tail(text) || this.trans.__('(no output yet)');
       if (atEnd) {
         this.node.scrollTop = this.node.scrollHeight;
       }
+      const word = stateWord(state, null, this.trans);
       this._status.textContent = FINAL.includes(state)
-        ? `${this.workload.name} is ${state.toLowerCase()}; its output is complete.`
-        : `${this.workload.name} is ${state === 'Pending' ? 'queued' : 'running'}; following its output…`;
+        ? this.trans.__('%1 is %2; its output is complete.', this.workload.name, word)
+        : this.trans.__('%1 is %2; following its output…', this.workload.name, word);
     } catch (err) {
       this._status.textContent = (err as Error).message;
     }
@@ -58,10 +65,10 @@ class LogView extends Widget {
   private _pre = h('pre', { class: 'jp-TenancyLogs-text' });
 }
 
-export function logsWidget(model: TenancyModel, w: IWorkload): MainAreaWidget {
-  const widget = new MainAreaWidget({ content: new LogView(model, w) });
+export function logsWidget(model: TenancyModel, w: IWorkload, trans: TranslationBundle): MainAreaWidget {
+  const widget = new MainAreaWidget({ content: new LogView(model, w, trans) });
   widget.id = `jp-tenancy-logs-${w.id}`;
-  widget.title.label = `Logs: ${w.name}`;
+  widget.title.label = trans.__('Logs: %1', w.name);
   widget.title.closable = true;
   return widget;
 }

@@ -6,7 +6,9 @@
 
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { ISnapshot, IWorkload } from './types';
+import { ITenancyQuota } from './tokens';
+import { IQuotaNode, ISnapshot, ITenant, IWorkload } from './types';
+import { english, ITrans } from './vocabulary';
 
 /** `list` with `w` in place of the workload of the same id (or added first, as the newest). */
 export function mergeWorkload(list: IWorkload[], w: IWorkload): IWorkload[] {
@@ -34,7 +36,9 @@ export interface IEventSourceLike {
   onerror: ((ev: Event) => any) | null;
 }
 
-export class TenancyModel {
+export class TenancyModel implements ITenancyQuota {
+  constructor(private trans: ITrans = english) {}
+
   private _snapshot: ISnapshot | null = null;
   private _changed = new Signal<this, ISnapshot | null>(this);
   private _source: IEventSourceLike | null = null;
@@ -45,6 +49,14 @@ export class TenancyModel {
 
   get changed(): ISignal<this, ISnapshot | null> {
     return this._changed;
+  }
+
+  get tenant(): ITenant | null {
+    return this._snapshot?.tenant ?? null;
+  }
+
+  get path(): IQuotaNode[] {
+    return this._snapshot?.path ?? [];
   }
 
   set(snapshot: ISnapshot): void {
@@ -74,7 +86,7 @@ export class TenancyModel {
         this.set({
           ...(this._snapshot ?? { available: true }),
           ok: false,
-          message: 'This notebook server does not answer right now; the quota comes back when it does.'
+          message: this.trans.__('This notebook server does not answer right now; the quota comes back when it does.')
         });
       }
     };

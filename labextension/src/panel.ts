@@ -4,28 +4,16 @@
  * "why is it waiting" per job), notices about stopped servers, and a form to submit a job.
  */
 
+import { TranslationBundle } from '@jupyterlab/translation';
 import { Widget } from '@lumino/widgets';
 
 import { h } from './dom';
-import {
-  amount,
-  barText,
-  clock,
-  elapsed,
-  evictions,
-  plainReason,
-  positionText,
-  resourceName,
-  noticeText,
-  serverLabel,
-  startedAt,
-  stateWord,
-  timeOfDay
-} from './format';
+import { elapsed, evictions, noticeText, plainReason, positionText, serverLabel } from './format';
 import { TenancyModel } from './model';
 import { requestAPI } from './request';
 import { SubmitForm } from './submit';
 import { FINAL, INotice, IQuotaNode, IResourceBar, IWorkload } from './types';
+import { amount, barText, countdown, resourceName, startedAt, stateWord, timeOfDay } from './vocabulary';
 
 export interface IPanelActions {
   openLogs(w: IWorkload): void;
@@ -37,22 +25,26 @@ export interface IPanelActions {
 const RECENT = 8;
 
 export class TenancyPanel extends Widget {
-  constructor(private model: TenancyModel, private actions: IPanelActions) {
+  constructor(
+    private model: TenancyModel,
+    private actions: IPanelActions,
+    private trans: TranslationBundle
+  ) {
     super();
     this.id = 'jp-tenancy-panel';
     this.addClass('jp-TenancyPanel');
-    this.title.caption = 'Team quota and my jobs';
-    this.title.label = 'Quota';
-    this._form = new SubmitForm(model, w => model.update(w));
+    this.title.caption = trans.__('Team quota and my jobs');
+    this.title.label = trans.__('Quota');
+    this._form = new SubmitForm(model, w => model.update(w), trans);
     this.node.append(
-      h('header', { class: 'jp-TenancyPanel-header' }, h('h2', {}, 'Team quota')),
+      h('header', { class: 'jp-TenancyPanel-header' }, h('h2', {}, trans.__('Team quota'))),
       this._status,
       this._evicting,
       this._notices,
       this._quota,
-      h('h3', {}, 'My notebooks and jobs'),
+      h('h3', {}, trans.__('My notebooks and jobs')),
       this._work,
-      h('h3', {}, 'Submit a training job'),
+      h('h3', {}, trans.__('Submit a training job')),
       this._form.node
     );
     model.changed.connect(() => this.render());
@@ -77,7 +69,7 @@ export class TenancyPanel extends Widget {
     const s = this.model.snapshot;
     this._status.replaceChildren();
     if (!s) {
-      this._status.append(h('p', { class: 'jp-TenancyPanel-message' }, 'Connecting to the tenancy scheduler…'));
+      this._status.append(h('p', { class: 'jp-TenancyPanel-message' }, this.trans.__('Connecting to the tenancy scheduler…')));
     } else if (!s.ok || !s.available) {
       this._status.append(h('p', { class: 'jp-TenancyPanel-message', role: 'status' }, s.message ?? ''));
     }
@@ -93,16 +85,20 @@ export class TenancyPanel extends Widget {
     const list = evictions(this.model.snapshot, now);
     this._evicting.replaceChildren();
     const mine = this.model.snapshot?.server?.workloadId;
+    const trans = this.trans;
     for (const { workload: w, remaining } of list) {
       const here = w.id === mine;
+      const server = here ? trans.__('This server') : serverLabel(w.serverName, trans, true);
       this._evicting.append(
         h(
           'div',
           { class: 'jp-TenancyPanel-evicting', role: 'alert' },
-          h('strong', { class: 'jp-TenancyPanel-countdown' }, clock(remaining)),
-          ` ${here ? 'This server' : serverLabel(w.serverName)} will be stopped to make room. `,
+          h('strong', { class: 'jp-TenancyPanel-countdown' }, countdown(remaining)),
+          ` ${trans.__('%1 will be stopped to make room.', server)} `,
           w.evictionMessage ?? '',
-          here ? h('button', { class: 'jp-mod-styled jp-mod-accept', onclick: () => this.actions.saveAll() }, 'Save all now') : null
+          here
+            ? h('button', { class: 'jp-mod-styled jp-mod-accept', onclick: () => this.actions.saveAll() }, trans.__('Save all now'))
+            : null
         )
       );
     }
@@ -115,8 +111,8 @@ export class TenancyPanel extends Widget {
         h(
           'div',
           { class: 'jp-TenancyPanel-notice' },
-          noticeText(n),
-          h('button', { class: 'jp-mod-styled', onclick: () => this.actions.dismissNotice(n) }, 'Dismiss')
+          noticeText(n, this.trans),
+          h('button', { class: 'jp-mod-styled', onclick: () => this.actions.dismissNotice(n) }, this.trans.__('Dismiss'))
         )
       );
     }
@@ -124,28 +120,29 @@ export class TenancyPanel extends Widget {
 
   private renderQuota(): void {
     const s = this.model.snapshot;
+    const trans = this.trans;
     this._quota.replaceChildren();
     if (!s?.ok) {
       return;
     }
     if (!s.tenant) {
-      this._quota.append(h('p', {}, 'You are in no team yet: ask an admin to add you to one.'));
+      this._quota.append(h('p', {}, trans.__('You are in no team yet: ask an admin to add you to one.')));
       return;
     }
     this._quota.append(
-      h('p', { class: 'jp-TenancyPanel-team' }, `Team ${s.tenant.group}, namespace ${s.tenant.namespace}`)
+      h('p', { class: 'jp-TenancyPanel-team' }, trans.__('Team %1, namespace %2', s.tenant.group, s.tenant.namespace))
     );
-    (s.path ?? []).forEach((node, i) => this._quota.append(nodeView(node, i === 0)));
+    (s.path ?? []).forEach((node, i) => this._quota.append(nodeView(node, i === 0, trans)));
     this._quota.append(
       h(
         'p',
         { class: 'jp-TenancyPanel-legend' },
         h('span', { class: 'jp-TenancyBar-swatch jp-mod-used' }),
-        ' used within the guarantee ',
+        ` ${trans.__('used within the guarantee')} `,
         h('span', { class: 'jp-TenancyBar-swatch jp-mod-borrowed' }),
-        ' borrowed (may be taken back) ',
+        ` ${trans.__('borrowed (may be taken back)')} `,
         h('span', { class: 'jp-TenancyBar-swatch jp-mod-min' }),
-        ' guarantee'
+        ` ${trans.__('guarantee')}`
       )
     );
   }
@@ -160,7 +157,7 @@ export class TenancyPanel extends Widget {
     const active = all.filter(w => !FINAL.includes(w.state));
     const done = all.filter(w => FINAL.includes(w.state)).slice(0, RECENT);
     if (!active.length && !done.length) {
-      this._work.append(h('p', {}, 'Nothing yet: your notebooks and jobs will be listed here.'));
+      this._work.append(h('p', {}, this.trans.__('Nothing yet: your notebooks and jobs will be listed here.')));
       return;
     }
     const now = Date.now() / 1000;
@@ -171,30 +168,37 @@ export class TenancyPanel extends Widget {
 
   private workRow(w: IWorkload, now: number): HTMLElement {
     // A notebook being evicted is not waiting for anything: it is counting down to its stop.
+    const trans = this.trans;
     const stopping = typeof w.evictionDeadline === 'number' && !FINAL.includes(w.state);
     const start = startedAt(w);
+    const kind =
+      w.kind !== 'notebook'
+        ? trans.__('training job')
+        : w.serverName
+          ? trans.__('notebook "%1"', w.serverName)
+          : trans.__('notebook');
     const facts = [
-      w.kind === 'notebook' ? `notebook${w.serverName ? ` "${w.serverName}"` : ''}` : 'training job',
+      kind,
       w.priorityClassName ?? '',
-      stopping ? '' : positionText(w),
-      start ? `started ${timeOfDay(start)}` : '',
-      elapsed(w, now)
+      stopping ? '' : positionText(w, trans),
+      start ? trans.__('started %1', timeOfDay(start)) : '',
+      elapsed(w, now, trans)
     ].filter(Boolean);
     const buttons: HTMLElement[] = [];
     if (w.kind === 'training') {
-      buttons.push(h('button', { class: 'jp-mod-styled', onclick: () => this.actions.openLogs(w) }, 'Logs'));
+      buttons.push(h('button', { class: 'jp-mod-styled', onclick: () => this.actions.openLogs(w) }, trans.__('Logs')));
     }
     if (w.state === 'Pending' && !stopping) {
-      buttons.push(h('button', { class: 'jp-mod-styled', onclick: () => this.why(w) }, 'Why is it waiting?'));
+      buttons.push(h('button', { class: 'jp-mod-styled', onclick: () => this.why(w) }, trans.__('Why is it waiting?')));
     }
     if (w.kind === 'training' && !FINAL.includes(w.state)) {
-      buttons.push(h('button', { class: 'jp-mod-styled jp-mod-warn', onclick: () => this.cancel(w) }, 'Cancel'));
+      buttons.push(h('button', { class: 'jp-mod-styled jp-mod-warn', onclick: () => this.cancel(w) }, trans.__('Cancel')));
     }
     const reason = stopping
-      ? `Being stopped to make room: ${w.evictionMessage ?? ''}`
+      ? trans.__('Being stopped to make room: %1', w.evictionMessage ?? '')
       : w.state === 'Succeeded'
         ? ''
-        : plainReason(w);
+        : plainReason(w, trans);
     return h(
       'div',
       { class: 'jp-TenancyWork', 'data-id': w.id, 'data-state': w.state },
@@ -205,7 +209,7 @@ export class TenancyPanel extends Widget {
         h(
           'span',
           { class: 'jp-TenancyWork-state', 'data-state': stopping ? 'Stopping' : w.state },
-          stopping ? 'stopping' : stateWord(w.state)
+          stopping ? trans.__('stopping') : stateWord(w.state, w.reason, trans)
         )
       ),
       h('div', { class: 'jp-TenancyWork-facts' }, facts.join(' · ')),
@@ -220,14 +224,14 @@ export class TenancyPanel extends Widget {
 
   private async why(w: IWorkload): Promise<void> {
     try {
-      const full = await requestAPI<IWorkload>(`workloads/${w.id}`);
+      const full = await requestAPI<IWorkload>(`workloads/${w.id}`, {}, false, this.trans);
       const events = (full.events ?? []).slice(-4).map(e => `${timeOfDay(e.time)} ${e.message}`);
-      const where = positionText(full);
+      const where = positionText(full, this.trans);
       this._why.set(w.id, {
         state: w.state,
         text: [
-          plainReason(full) || 'The scheduler has not decided yet.',
-          where ? `It is at ${where}: work ahead of it starts first.` : '',
+          plainReason(full, this.trans) || this.trans.__('The scheduler has not decided yet.'),
+          where ? this.trans.__('It is at %1: work ahead of it starts first.', where) : '',
           ...events
         ]
           .filter(Boolean)
@@ -241,9 +245,9 @@ export class TenancyPanel extends Widget {
 
   private async cancel(w: IWorkload): Promise<void> {
     try {
-      this.model.update(await requestAPI<IWorkload>(`workloads/${w.id}`, { method: 'DELETE' }));
+      this.model.update(await requestAPI<IWorkload>(`workloads/${w.id}`, { method: 'DELETE' }, false, this.trans));
     } catch (err) {
-      this._why.set(w.id, { state: w.state, text: `It could not be cancelled: ${(err as Error).message}` });
+      this._why.set(w.id, { state: w.state, text: this.trans.__('It could not be cancelled: %1', (err as Error).message) });
       this.renderWork();
     }
   }
@@ -259,17 +263,19 @@ export class TenancyPanel extends Widget {
   private _ticks = 0;
 }
 
-function nodeView(node: IQuotaNode, leaf: boolean): HTMLElement {
+function nodeView(node: IQuotaNode, leaf: boolean, trans: TranslationBundle): HTMLElement {
   return h(
     'div',
     { class: 'jp-TenancyNode', 'data-node': node.name },
-    h('div', { class: 'jp-TenancyNode-name' }, leaf ? `${node.name} (your team)` : node.name),
-    ...node.resources.map(bar => barView(bar))
+    h('div', { class: 'jp-TenancyNode-name' }, leaf ? trans.__('%1 (your team)', node.name) : node.name),
+    ...node.resources.map(bar => barView(bar, trans))
   );
 }
 
 /** One bar: the track is the ceiling; the guarantee is a mark; above it, usage is borrowed. */
-function barView(bar: IResourceBar): HTMLElement {
+function barView(bar: IResourceBar, trans: TranslationBundle): HTMLElement {
+  const r = bar.resource;
+  const a = (v: number) => amount(r, v, trans);
   const scale = Math.max(bar.max ?? 0, bar.used, bar.min) || 1;
   const pct = (v: number) => `${Math.min(100, (v / scale) * 100)}%`;
   const within = Math.min(bar.used, bar.min);
@@ -277,9 +283,10 @@ function barView(bar: IResourceBar): HTMLElement {
     'div',
     {
       class: 'jp-TenancyBar-track',
-      title: `${resourceName(bar.resource)}: ${amount(bar.resource, bar.used)} used, ${amount(bar.resource, bar.min)} guaranteed${
-        bar.max !== null ? `, at most ${amount(bar.resource, bar.max)}` : ''
-      }`
+      title:
+        bar.max !== null
+          ? trans.__('%1: %2 used, %3 guaranteed, at most %4', resourceName(r, trans), a(bar.used), a(bar.min), a(bar.max))
+          : trans.__('%1: %2 used, %3 guaranteed', resourceName(r, trans), a(bar.used), a(bar.min))
     },
     h('div', { class: 'jp-TenancyBar-used', style: `width: ${pct(within)}` }),
     bar.borrowed > 0
@@ -290,7 +297,7 @@ function barView(bar: IResourceBar): HTMLElement {
   return h(
     'div',
     { class: 'jp-TenancyBar', 'data-resource': bar.resource, 'data-at-max': bar.atMax ? 'true' : 'false' },
-    h('div', { class: 'jp-TenancyBar-label' }, barText(bar)),
+    h('div', { class: 'jp-TenancyBar-label' }, barText(bar, trans)),
     track
   );
 }

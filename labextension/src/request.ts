@@ -3,18 +3,25 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
+import { english, ITrans } from './vocabulary';
+
 export function apiUrl(path: string, settings = ServerConnection.makeSettings()): string {
   return URLExt.join(settings.baseUrl, 'tenancy', 'api', path);
 }
 
 /** The answer (JSON, or text with `text`); an Error whose message is a sentence on failure. */
-export async function requestAPI<T>(path: string, init: RequestInit = {}, text = false): Promise<T> {
+export async function requestAPI<T>(
+  path: string,
+  init: RequestInit = {},
+  text = false,
+  trans: ITrans = english
+): Promise<T> {
   const settings = ServerConnection.makeSettings();
   let response: Response;
   try {
     response = await ServerConnection.makeRequest(apiUrl(path, settings), init, settings);
   } catch (err) {
-    throw new Error('Your notebook server could not be reached. Check your connection and try again.');
+    throw new Error(trans.__('Your notebook server could not be reached. Check your connection and try again.'));
   }
   const body = await response.text();
   if (!response.ok) {
@@ -24,7 +31,7 @@ export async function requestAPI<T>(path: string, init: RequestInit = {}, text =
     } catch {
       message = '';
     }
-    throw new Error(message || `The request failed (HTTP ${response.status}). Try again in a moment.`);
+    throw new Error(message || trans.__('The request failed (HTTP %1). Try again in a moment.', response.status));
   }
   return (text ? body : body ? JSON.parse(body) : null) as T;
 }

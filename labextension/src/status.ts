@@ -1,12 +1,20 @@
-/** The status-bar item: my team, usage against guarantee and ceiling, borrowed, queued. */
+/**
+ * The status-bar item: my team, usage against guarantee and ceiling, borrowed, queued. The
+ * status bar shows or hides it (index.ts: the setting, and whether this is a tenancy hub).
+ */
 
+import { TranslationBundle } from '@jupyterlab/translation';
 import { Widget } from '@lumino/widgets';
 
 import { statusLine } from './format';
 import { TenancyModel } from './model';
 
 export class QuotaStatus extends Widget {
-  constructor(private model: TenancyModel, private open: () => void) {
+  constructor(
+    private model: TenancyModel,
+    private open: () => void,
+    private trans: TranslationBundle
+  ) {
     super();
     this.addClass('jp-TenancyStatus');
     this.node.setAttribute('role', 'button');
@@ -20,11 +28,9 @@ export class QuotaStatus extends Widget {
   render(): void {
     const s = this.model.snapshot;
     if (s && !s.available) {
-      this.hide();
       return;
     }
-    this.show();
-    const line = statusLine(s, Date.now() / 1000);
+    const line = statusLine(s, Date.now() / 1000, this.trans);
     this.node.textContent = line.text;
     this.node.title = line.title;
     this.node.dataset.level = line.level;

@@ -1,6 +1,7 @@
 /** The submit form's pure parts: the body it sends, and the sentence about my own servers a job would stop. */
 
 import { IDryRun } from './types';
+import { english, ITrans } from './vocabulary';
 
 /** The body the service takes (see hub_ext/service/workloads.py), from the form's values. */
 export function submission(values: {
@@ -41,13 +42,20 @@ export function submission(values: {
 }
 
 /** My own workloads a dry run would evict, as a sentence (empty when none). */
-export function ownVictims(dry: IDryRun, user: string | undefined): string {
+export function ownVictims(dry: IDryRun, user: string | undefined, trans: ITrans = english): string {
   const mine = dry.evictions.filter(e => e.user === user);
   if (!mine.length) {
     return '';
   }
   const names = mine.map(e =>
-    e.kind === 'notebook' ? (e.serverName ? `your server "${e.serverName}"` : 'your default server') : `your job ${e.name}`
+    e.kind !== 'notebook'
+      ? trans.__('your job %1', e.name)
+      : e.serverName
+        ? trans.__('your server "%1"', e.serverName)
+        : trans.__('your default server')
   );
-  return `This job would stop ${names.join(' and ')} to make room (unsaved work there would be lost).`;
+  return trans.__(
+    'This job would stop %1 to make room (unsaved work there would be lost).',
+    names.join(` ${trans.__('and')} `)
+  );
 }

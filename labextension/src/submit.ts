@@ -3,37 +3,60 @@
  * use. A dry run first: if the job would stop one of my own servers, say which and ask.
  */
 
+import { TranslationBundle } from '@jupyterlab/translation';
+
 import { h } from './dom';
 import { TenancyModel } from './model';
 import { requestAPI } from './request';
 import { ownVictims, submission } from './submission';
 import { IDryRun, IWorkload } from './types';
+import { stateWord } from './vocabulary';
 
 export class SubmitForm {
   readonly node: HTMLFormElement;
 
-  constructor(private model: TenancyModel, private submitted: (w: IWorkload) => void) {
+  constructor(
+    private model: TenancyModel,
+    private submitted: (w: IWorkload) => void,
+    private trans: TranslationBundle
+  ) {
+    const t = (msgid: string) => trans.__(msgid);
+    this._modeCommand = h('input', { type: 'radio', name: 'tenancy-mode', value: 'command', checked: true });
+    this._modeScript = h('input', { type: 'radio', name: 'tenancy-mode', value: 'script' });
+    this._text = h('textarea', {
+      class: 'jp-TenancySubmit-text',
+      rows: '3',
+      placeholder: 'python train.py --epochs 10',
+      'aria-label': t('Command or script')
+    });
+    this._cpu = h('input', { class: 'jp-TenancySubmit-cpu', value: '1', size: '4', 'aria-label': t('CPU') });
+    this._memory = h('input', { class: 'jp-TenancySubmit-memory', placeholder: '1Gi', size: '5', 'aria-label': t('Memory') });
+    this._gpu = h('input', { class: 'jp-TenancySubmit-gpu', value: '0', size: '3', 'aria-label': t('GPU') });
+    this._replicas = h('input', { class: 'jp-TenancySubmit-replicas', value: '1', size: '3', 'aria-label': t('Replicas') });
+    this._tenantRow = h('label', { class: 'jp-TenancySubmit-row' }, t('Team'), this._tenant);
+    this._name = h('input', { class: 'jp-TenancySubmit-name', placeholder: t('my-job') });
+    this._submit = h('button', { type: 'submit', class: 'jp-mod-styled jp-mod-accept' }, t('Submit'));
     this.node = h(
       'form',
       { class: 'jp-TenancySubmit', onsubmit: (ev: Event) => this.onSubmit(ev) },
       h(
         'div',
         { class: 'jp-TenancySubmit-mode' },
-        h('label', {}, this._modeCommand, ' Command'),
-        h('label', {}, this._modeScript, ' Python script')
+        h('label', {}, this._modeCommand, ` ${t('Command')}`),
+        h('label', {}, this._modeScript, ` ${t('Python script')}`)
       ),
       this._text,
       h(
         'div',
         { class: 'jp-TenancySubmit-grid' },
-        h('label', {}, 'CPU', this._cpu),
-        h('label', {}, 'Memory', this._memory),
-        h('label', {}, 'GPU', this._gpu),
-        h('label', {}, 'Replicas', this._replicas)
+        h('label', {}, t('CPU'), this._cpu),
+        h('label', {}, t('Memory'), this._memory),
+        h('label', {}, t('GPU'), this._gpu),
+        h('label', {}, t('Replicas'), this._replicas)
       ),
-      h('label', { class: 'jp-TenancySubmit-row' }, 'Priority class', this._priority),
+      h('label', { class: 'jp-TenancySubmit-row' }, t('Priority class'), this._priority),
       this._tenantRow,
-      h('label', { class: 'jp-TenancySubmit-row' }, 'Name (optional)', this._name),
+      h('label', { class: 'jp-TenancySubmit-row' }, t('Name (optional)'), this._name),
       h('div', { class: 'jp-TenancySubmit-actions' }, this._submit),
       this._confirm,
       this._message
@@ -87,21 +110,24 @@ export class SubmitForm {
   private async onSubmit(ev: Event): Promise<void> {
     ev.preventDefault();
     if (!this._text.value.trim()) {
-      this.say(this._modeScript.checked ? 'Write the Python script to run.' : 'Write the command to run.', 'error');
+      this.say(
+        this._modeScript.checked ? this.trans.__('Write the Python script to run.') : this.trans.__('Write the command to run.'),
+        'error'
+      );
       return;
     }
     const body = JSON.stringify(submission(this.values()));
     this._confirm.replaceChildren();
     this._submit.disabled = true;
     try {
-      const dry = await requestAPI<IDryRun>('workloads?dryRun=true', { method: 'POST', body });
-      const warning = ownVictims(dry, this.model.snapshot?.user);
+      const dry = await requestAPI<IDryRun>('workloads?dryRun=true', { method: 'POST', body }, false, this.trans);
+      const warning = ownVictims(dry, this.model.snapshot?.user, this.trans);
       if (warning) {
         this.say('');
         this._confirm.append(
           h('p', { role: 'alert' }, warning),
-          h('button', { type: 'button', class: 'jp-mod-styled jp-mod-warn', onclick: () => this.send(body) }, 'Submit anyway'),
-          h('button', { type: 'button', class: 'jp-mod-styled', onclick: () => this._confirm.replaceChildren() }, 'Keep my server')
+          h('button', { type: 'button', class: 'jp-mod-styled jp-mod-warn', onclick: () => this.send(body) }, this.trans.__('Submit anyway')),
+          h('button', { type: 'button', class: 'jp-mod-styled', onclick: () => this._confirm.replaceChildren() }, this.trans.__('Keep my server'))
         );
         return;
       }
@@ -116,31 +142,26 @@ export class SubmitForm {
   private async send(body: string): Promise<void> {
     this._confirm.replaceChildren();
     try {
-      const w = await requestAPI<IWorkload>('workloads', { method: 'POST', body });
+      const w = await requestAPI<IWorkload>('workloads', { method: 'POST', body }, false, this.trans);
       this.submitted(w);
-      this.say(`Submitted ${w.name}: ${w.state === 'Pending' ? 'queued' : w.state.toLowerCase()}.`);
+      this.say(this.trans.__('Submitted %1: %2.', w.name, stateWord(w.state, w.reason, this.trans)));
     } catch (err) {
       this.say((err as Error).message, 'error');
     }
   }
 
-  private _modeCommand = h('input', { type: 'radio', name: 'tenancy-mode', value: 'command', checked: true });
-  private _modeScript = h('input', { type: 'radio', name: 'tenancy-mode', value: 'script' });
-  private _text = h('textarea', {
-    class: 'jp-TenancySubmit-text',
-    rows: '3',
-    placeholder: 'python train.py --epochs 10',
-    'aria-label': 'Command or script'
-  });
-  private _cpu = h('input', { class: 'jp-TenancySubmit-cpu', value: '1', size: '4', 'aria-label': 'CPU' });
-  private _memory = h('input', { class: 'jp-TenancySubmit-memory', placeholder: '1Gi', size: '5', 'aria-label': 'Memory' });
-  private _gpu = h('input', { class: 'jp-TenancySubmit-gpu', value: '0', size: '3', 'aria-label': 'GPU' });
-  private _replicas = h('input', { class: 'jp-TenancySubmit-replicas', value: '1', size: '3', 'aria-label': 'Replicas' });
+  private _modeCommand: HTMLInputElement;
+  private _modeScript: HTMLInputElement;
+  private _text: HTMLTextAreaElement;
+  private _cpu: HTMLInputElement;
+  private _memory: HTMLInputElement;
+  private _gpu: HTMLInputElement;
+  private _replicas: HTMLInputElement;
   private _priority = h('select', { class: 'jp-TenancySubmit-priority' });
   private _tenant = h('select', { class: 'jp-TenancySubmit-tenant' });
-  private _tenantRow = h('label', { class: 'jp-TenancySubmit-row' }, 'Team', this._tenant);
-  private _name = h('input', { class: 'jp-TenancySubmit-name', placeholder: 'my-job' });
-  private _submit = h('button', { type: 'submit', class: 'jp-mod-styled jp-mod-accept' }, 'Submit');
+  private _tenantRow: HTMLLabelElement;
+  private _name: HTMLInputElement;
+  private _submit: HTMLButtonElement;
   private _confirm = h('div', { class: 'jp-TenancySubmit-confirm' });
   private _message = h('p', { class: 'jp-TenancySubmit-message', role: 'status' });
   private _choices = '';

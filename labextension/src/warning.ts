@@ -2,18 +2,22 @@
  * Before a preemption: a notification with a countdown for the whole warning period and
  * a "Save all now" button, and an automatic save of every open document before the
  * deadline. After a stop: a notification saying which server was stopped, when, by whom
- * and why, until the user dismisses it.
+ * and why, until the user dismisses it. The settings turn the notifications and the
+ * automatic save off, live.
  */
 
 import { Notification } from '@jupyterlab/apputils';
+import { TranslationBundle } from '@jupyterlab/translation';
 
 import { saveDue, warningText } from './countdown';
 import { evictions, noticeText, serverLabel } from './format';
 import { TenancyModel } from './model';
+import { TenancySettings } from './settings';
 import { INotice } from './types';
 
-interface IShown {
-  id: string;
+interface IWarned {
+  /** The notification's id, while one is shown. */
+  toast: string | null;
   period: number;
   saved: boolean;
 }
@@ -21,10 +25,13 @@ interface IShown {
 export class PreemptionWarnings {
   constructor(
     private model: TenancyModel,
+    private settings: TenancySettings,
     private saveAll: () => Promise<void>,
-    private dismiss: (n: INotice) => Promise<void>
+    private dismiss: (n: INotice) => Promise<void>,
+    private trans: TranslationBundle
   ) {
     model.changed.connect(() => this.update());
+    settings.changed.connect(() => this.update());
     this._timer = window.setInterval(() => this.update(), 1000);
   }
 
@@ -35,9 +42,9 @@ export class PreemptionWarnings {
   /** Save now (the button), and remember it so the automatic save is not done twice. */
   async saveNow(workloadId?: string): Promise<void> {
     await this.saveAll();
-    const shown = workloadId ? this._shown.get(workloadId) : undefined;
-    if (shown) {
-      shown.saved = true;
+    const warned = workloadId ? this._warned.get(workloadId) : undefined;
+    if (warned) {
+      warned.saved = true;
     }
   }
 
@@ -46,34 +53,48 @@ export class PreemptionWarnings {
     const now = Date.now() / 1000;
     const here = s?.server?.workloadId ?? null;
     const live = new Set<string>();
+    const trans = this.trans;
     for (const { workload: w, remaining } of evictions(s, now)) {
       live.add(w.id);
       const thisServer = w.id === here;
-      const label = thisServer ? 'this server' : serverLabel(w.serverName);
-      let shown = this._shown.get(w.id);
-      const message = warningText(label, remaining, w.evictionMessage ?? '', thisServer);
-      const actions = thisServer
-        ? [{ label: 'Save all now', caption: 'Save every open document now', callback: () => void this.saveNow(w.id) }]
-        : [];
-      if (!shown) {
-        shown = {
-          id: Notification.warning(message, { autoClose: false, actions }),
-          period: Math.max(remaining, 1),
-          saved: false
-        };
-        this._shown.set(w.id, shown);
-      } else {
-        Notification.update({ id: shown.id, message, type: 'warning', autoClose: false, actions });
+      let warned = this._warned.get(w.id);
+      if (!warned) {
+        warned = { toast: null, period: Math.max(remaining, 1), saved: false };
+        this._warned.set(w.id, warned);
       }
-      if (thisServer && saveDue(remaining, shown.period, shown.saved)) {
-        shown.saved = true;
+      const saving = thisServer && this.settings.saveBeforePreemption;
+      if (this.settings.notifications) {
+        const label = thisServer ? trans.__('This server') : serverLabel(w.serverName, trans, true);
+        const message = warningText(label, remaining, w.evictionMessage ?? '', saving, trans);
+        const actions = thisServer
+          ? [
+              {
+                label: trans.__('Save all now'),
+                caption: trans.__('Save every open document now'),
+                callback: () => void this.saveNow(w.id)
+              }
+            ]
+          : [];
+        if (warned.toast === null) {
+          warned.toast = Notification.warning(message, { autoClose: false, actions });
+        } else {
+          Notification.update({ id: warned.toast, message, type: 'warning', autoClose: false, actions });
+        }
+      } else if (warned.toast !== null) {
+        Notification.dismiss(warned.toast);
+        warned.toast = null;
+      }
+      if (saving && saveDue(remaining, warned.period, warned.saved)) {
+        warned.saved = true;
         void this.saveAll();
       }
     }
-    for (const [id, shown] of this._shown) {
+    for (const [id, warned] of this._warned) {
       if (!live.has(id)) {
-        Notification.dismiss(shown.id);
-        this._shown.delete(id);
+        if (warned.toast !== null) {
+          Notification.dismiss(warned.toast);
+        }
+        this._warned.delete(id);
       }
     }
     this.showNotices();
@@ -81,32 +102,33 @@ export class PreemptionWarnings {
 
   /** Stopped servers I have not dismissed: one notification each, once per session. */
   private showNotices(): void {
-    for (const n of this.model.snapshot?.notices ?? []) {
+    const notices = this.settings.notifications ? (this.model.snapshot?.notices ?? []) : [];
+    for (const n of notices) {
       if (this._noticed.has(n.workload)) {
         continue;
       }
-      const id = Notification.info(noticeText(n), {
+      const id = Notification.info(noticeText(n, this.trans), {
         autoClose: false,
         actions: [
           {
-            label: 'Dismiss',
-            caption: 'Do not mention this stop again',
+            label: this.trans.__('Dismiss'),
+            caption: this.trans.__('Do not mention this stop again'),
             callback: () => void this.dismiss(n)
           }
         ]
       });
       this._noticed.set(n.workload, id);
     }
-    const current = new Set((this.model.snapshot?.notices ?? []).map(n => n.workload));
+    const current = new Set(notices.map(n => n.workload));
     for (const [workload, id] of this._noticed) {
-      if (!current.has(workload) && this.model.snapshot?.ok) {
+      if (!current.has(workload) && (this.model.snapshot?.ok || !this.settings.notifications)) {
         Notification.dismiss(id);
         this._noticed.delete(workload);
       }
     }
   }
 
-  private _shown = new Map<string, IShown>();
+  private _warned = new Map<string, IWarned>();
   private _noticed = new Map<string, string>();
   private _timer: number;
 }

@@ -16,9 +16,10 @@ describe('the automatic save before a preemption', () => {
   });
 
   it('says when, and that documents are saved on this server only', () => {
-    expect(warningText('this server', 44.2, 'Reclaimed by team-c/x.', true)).toBe(
+    expect(warningText('This server', 44.2, 'Reclaimed by team-c/x.', true)).toBe(
       'This server will be stopped in 45 s to make room for other work. Open documents are saved for you before then. Reclaimed by team-c/x.'
     );
-    expect(warningText('your server "gpu"', 0, '', false)).toBe('Your server "gpu" will be stopped now to make room for other work.');
+    expect(warningText('This server', 65, '', false)).toBe('This server will be stopped in 1 min 5 s to make room for other work.');
+    expect(warningText('Your server "gpu"', 0, '', false)).toBe('Your server "gpu" will be stopped now to make room for other work.');
   });
 });

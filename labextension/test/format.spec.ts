@@ -1,14 +1,4 @@
-import {
-  amount,
-  barText,
-  clock,
-  elapsed,
-  evictions,
-  noticeText,
-  plainReason,
-  positionText,
-  statusLine
-} from '../src/format';
+import { elapsed, evictions, noticeText, plainReason, positionText, statusLine } from '../src/format';
 import { IResourceBar, ISnapshot, IWorkload } from '../src/types';
 
 const bar = (over: Partial<IResourceBar> = {}): IResourceBar => ({
@@ -59,22 +49,15 @@ describe('the status bar line', () => {
   });
 });
 
-describe('numbers and words', () => {
-  it('shows memory in Gi and cores as numbers', () => {
-    expect(amount('memory', 8 * 2 ** 30)).toBe('8Gi');
-    expect(amount('memory', 512 * 2 ** 20)).toBe('512Mi');
-    expect(amount('cpu', 0.5)).toBe('0.5');
-    expect(barText(bar({ resource: 'nvidia.com/gpu', used: 1, min: 1, max: 2, borrowed: 0 }))).toBe('GPU 1/1 of 2');
-  });
-
-  it('counts down in minutes and seconds', () => {
-    expect(clock(65)).toBe('1:05');
-    expect(clock(0.2)).toBe('0:01');
-    expect(clock(-3)).toBe('0:00');
+describe('the lines put together from the vocabulary', () => {
+  it('shows memory in GiB in the status bar', () => {
+    const s = snap({ path: [{ name: 'root.a.1', resources: [bar({ used: 10, borrowed: 0 }), bar({ resource: 'memory', used: 8 * 2 ** 30, min: 10 * 2 ** 30, max: 20 * 2 ** 30, borrowed: 0 })] }], workloads: [] });
+    expect(statusLine(s, 2000).text).toBe('team-a  CPU 10/10 of 20  memory 8 GiB/10 GiB of 20 GiB');
   });
 
   it('says how long a job has run or waited', () => {
     expect(elapsed(wl(), 1130)).toBe('running 2 min');
+    expect(elapsed(wl(), 1135)).toBe('running 2 min 5 s');
     expect(elapsed(wl({ state: 'Succeeded', finished: 1055 }), 5000)).toBe('ran 45 s');
     expect(elapsed(wl({ state: 'Pending', pods: [] }), 1030)).toBe('waiting 30 s');
   });

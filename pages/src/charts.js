@@ -4,7 +4,7 @@ import {
   PointElement, Tooltip
 } from 'chart.js';
 
-import { clock, colour } from './format';
+import { colour, timeOfDay } from './format';
 
 Chart.register(BarController, BarElement, CategoryScale, Filler, Legend, LinearScale, LineController, LineElement,
   PointElement, Tooltip);
@@ -25,12 +25,12 @@ export function timeChart(canvas, datasets, { stacked = false, yTitle = '' } = {
       interaction: { mode: 'nearest', axis: 'x', intersect: false },
       elements: { point: { radius: 0, hitRadius: 6 }, line: { borderWidth: 2, tension: 0 } },
       scales: {
-        x: { type: 'linear', ticks: { maxTicksLimit: 6, callback: v => clock(v) } },
+        x: { type: 'linear', ticks: { maxTicksLimit: 6, callback: v => timeOfDay(v) } },
         y: { beginAtZero: true, stacked, title: { display: !!yTitle, text: yTitle } }
       },
       plugins: {
         legend: { position: 'bottom', labels: { boxWidth: 12 } },
-        tooltip: { callbacks: { title: items => (items.length ? clock(items[0].parsed.x) : '') } }
+        tooltip: { callbacks: { title: items => (items.length ? timeOfDay(items[0].parsed.x) : '') } }
       }
     }
   });

@@ -88,7 +88,7 @@ def test_the_status_bar_shows_the_team_and_opens_the_panel(hub, page):
     start(hub, "alice", "large")  # 10 CPUs of team-a's guarantee of 10
     open_lab(hub, page)
     text = page.inner_text(".jp-TenancyStatus")
-    assert text == "team-a  CPU 10/10 of 20  memory 8Gi/10Gi of 20Gi", text
+    assert text == "team-a  CPU 10/10 of 20  memory 8 GiB/10 GiB of 20 GiB", text
     assert page.get_attribute(".jp-TenancyStatus", "data-level") == "ok"
     filler = job(hub, "alice", "filler", 10)  # team-a now borrows 10: at its ceiling of 20
     wait_for(lambda: "+10 borrowed" in page.inner_text(".jp-TenancyStatus"), "the borrowed CPUs to show")

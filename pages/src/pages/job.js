@@ -11,7 +11,7 @@ export function job(data, live) {
     if (failed && failed.details && failed.details.exitCode !== undefined) return `exit status ${failed.details.exitCode}`;
     if (w.state === 'Succeeded') return 'exit status 0 (every pod succeeded)';
     if (failed) return failed.message;
-    return ['Pending', 'Running'].includes(w.state) ? 'not ended yet' : stateWord(w);
+    return ['Pending', 'Running'].includes(w.state) ? 'not ended yet' : stateWord(w.state, w.reason);
   }
 
   function render() {
@@ -19,7 +19,7 @@ export function job(data, live) {
     const facts = [
       ['team', w.tenant || '—'], ['namespace', w.namespace], ['owner', w.user], ['kind', w.kind],
       ['priority class', w.priorityClassName || '—'], ['asks for', requests(w)], ['id', w.id],
-      ['state', `${stateWord(w)}${w.gang ? ' (a gang: all its pods start together)' : ''}`],
+      ['state', `${stateWord(w.state, w.reason)}${w.gang ? ' (a gang: all its pods start together)' : ''}`],
       ['now', why(w, now) || '—'], ['submitted', when(w.created)], ['started', when(startedAt(w))],
       ['ended', when(finishedAt(w))], ['exit', exitStatus()]
     ];

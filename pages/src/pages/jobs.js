@@ -79,7 +79,7 @@ export function jobs(data, live) {
       h('td', {}, w.tenant || w.namespace),
       h('td', {}, h('a', { href: `${data.prefix}jobs/${w.id}` }, w.name), ' ', h('span', { class: 'tree-name' }, w.id)),
       h('td', {}, w.user),
-      h('td', { class: `state-${w.state}` }, stateWord(w)),
+      h('td', { class: `state-${w.state}` }, stateWord(w.state, w.reason)),
       h('td', {}, why(w, now)),
       h('td', {}, w.priorityClassName || ''),
       h('td', {}, requests(w)),
