@@ -63,7 +63,7 @@ from ..quota.tree import ElasticQuotaTree
 from ..quota.workloads import DURATION_ANNOTATION, WorkloadSpec
 from ..scheduler.model import Phase
 from ..scheduler.owners import Owner
-from ..service.controller import Identity
+from ..service.identity import Identity
 from ..service.store import Store, WorkloadRow
 from ..service.workloads import TRAINING
 from .replay_cluster import KWOK_NODE_ANNOTATION, Footprint, Names, ReplayError, check_node_selector, \
@@ -319,8 +319,8 @@ class Replay:
         controller.store.add(row)
         controller.owners[row.id], controller.rows[row.id] = Owner(spec), row
         self.rows[spec.key], self.templates[row.id] = row, (_pod_template(raw), owner_ref)
-        controller._reconcile(row, now)
-        controller._sync(row)
+        controller.loop.reconcile(row, now)
+        controller.books.sync(row)
         controller.store.commit()
         controller.poke()
 
