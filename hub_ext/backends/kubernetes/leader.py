@@ -280,11 +280,10 @@ def _exit_now(why: str) -> None:
 def _until_the_merge() -> None:
     """TEMPORARY (issue 19): ``KubernetesBackend`` (backend.py, being split meanwhile) declares its
     ``leader_elector`` at the merge; until then it is set here, where the service imports this module."""
-    from .. import Backend
     from .backend import KubernetesBackend
 
-    if KubernetesBackend.leader_elector.__func__ is Backend.leader_elector.__func__:
-        KubernetesBackend.leader_elector = classmethod(lambda cls, *args: lease_elector(*args))
+    if "leader_elector" not in vars(KubernetesBackend):
+        KubernetesBackend.leader_elector = classmethod(lambda cls, *args, **kwargs: lease_elector(*args, **kwargs))
 
 
 _until_the_merge()
