@@ -1,4 +1,9 @@
-"""``tenancy serve``: the scheduler service, normally started by the hub as a managed service."""
+"""``tenancy serve``: the scheduler service, normally started by the hub as a managed service.
+
+Why it is over 500 lines: half of it is ``TenancyService``'s configurable traits with their
+help text (the configuration reference is made from them), which belong on the one
+Application; the rest starts the service: one replica, or one of several with leader election.
+"""
 
 from __future__ import annotations
 

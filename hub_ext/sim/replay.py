@@ -36,6 +36,10 @@ reaches it: pods waiting in the service's queue (Pending, with the reason and
 position), pods refused at submission (Rejected; the API server is asked the same
 with a dry-run create, and a disagreement is a warning) and this step's victims
 (Evicted). Quota ``used`` is summed from the API server's pods.
+
+Why over 500 lines: it is one command's driver, a step's apply, advance and settle
+against one cluster, read in order; the parts it drives are elsewhere (the service's
+``replay_service``, the nodes' ``replay_cluster``, the report's ``output``).
 """
 
 from __future__ import annotations
