@@ -23,6 +23,12 @@ pod above what any cluster node has) waits with the reason ``inadmissible``,
 holds no queue position and is not looked at again until the tree or the
 nodes change (``set_tree``, ``add_node``); then it rejoins the queue in its
 old place (its creation time) if it fits now.
+
+Why one file of about 800 lines: it is one algorithm with its state (the queue,
+the pass, admission, eviction and its completion, gangs) that every driver calls;
+each rule it applies lives in a small module of its own (``preemption``,
+``ordering``, ``quota``, ``cluster``, ``owners``, ...) and only this file puts them
+together, as Kueue's ``preemption.go`` does for its rules.
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""``tenancy serve``: the scheduler service, normally started by the hub as a managed service."""
+"""``tenancy serve``: the scheduler service, normally started by the hub as a managed service.
+
+Why it is over 500 lines: half of it is ``TenancyService``'s configurable traits with their
+help text (the configuration reference is made from them), which belong on the one
+Application; the rest starts the service: one replica, or one of several with leader election.
+"""
 
 from __future__ import annotations
 
@@ -20,8 +25,9 @@ from tornado.httpserver import HTTPServer
 from traitlets import Bool, CaselessStrEnum, Dict, Float, Integer, List, TraitError, Type, Unicode, default, validate
 from traitlets.config import Application
 
-from ..backends import Backend
-from ..backends.kubernetes.api import Api, KubernetesError
+from ..backends import Backend, contract_problems
+from ..backends.kubernetes.api import KubernetesError
+from ..backends.kubernetes.leader import lease_namespace
 from ..backends.local import LocalBackend
 from ..quota.errors import ValidationError
 from ..quota.manifests import parse_object, read_file
@@ -42,7 +48,6 @@ from .lock import AlreadyRunning, InstanceLock
 from .forward import Switch, standby_app
 from .health import Health, watch_database
 from .heap import freeze_startup, tune
-from .leader import LeaderElector, api_client, lease_namespace
 from .store import SQLITE_SYNCHRONOUS, Store, StoreError, explain
 from .watchdog import Watchdog, hub_parent
 from .workloads import KINDS, Bounds
@@ -340,12 +345,15 @@ class TenancyService(Application):
         return None, None
 
     def make_app(self) -> tuple[web.Application, Controller]:
+        problems = contract_problems(self.backend_class)
+        if problems:
+            raise ValidationError(f"TenancyService.backend_class: {'; '.join(problems)}")
         store = Store(self.db_url, sqlite_synchronous=self.sqlite_synchronous)
         self.hub = HubClient()
         backend = self.backend_class(hub=self.hub, parent=self)
         saved = store.setting("tree")
         tree, manifest = (parse_tree(saved), saved) if saved else self.load_tree()
-        if tree is None and hasattr(backend, "quota_tree"):
+        if tree is None:
             tree, manifest = backend.quota_tree()  # the cluster's own ElasticQuotaTree, if it has one
         self.metrics = Metrics()
         controller = Controller(store=store, backend=backend, tree=tree, log=self.log, metrics=self.metrics,
@@ -457,11 +465,8 @@ class TenancyService(Application):
             except HubError as err:
                 self.log.warning("%s", err)
 
-    def elector(self, loop, became_leader: asyncio.Event) -> LeaderElector:
-        """The leader election as configured; its callbacks reach the event loop."""
-        config = self.config.KubernetesBackend
-        client = api_client(config.get("kubeconfig", ""), config.get("kube_context", ""))
-        api = Api(client, timeout=max(1.0, min(5.0, self.renew_deadline_seconds / 2)))
+    def elector(self, loop, became_leader: asyncio.Event):
+        """The backend's leader election (``Backend.leader_elector``); its callbacks reach the event loop."""
 
         def show():  # on the loop: what /health says of the election
             election, health = self.election, self.health_now
@@ -472,14 +477,13 @@ class TenancyService(Application):
                        f"no replica leads right now; one takes over within {takeover:.0f} s", blocking=False,
                        log=False)  # the election logs its own lines
 
-        try:
-            return LeaderElector(api, namespace=self.lease_namespace, name=self.lease_name, identity=self.identity,
-                                 advertise_url=self.advertise_url, lease_duration=self.lease_duration_seconds,
-                                 renew_deadline=self.renew_deadline_seconds, retry_period=self.retry_period_seconds,
-                                 log=self.log, on_started_leading=lambda: loop.call_soon_threadsafe(became_leader.set),
-                                 on_change=lambda: loop.call_soon_threadsafe(show))
-        except ValueError as err:
-            raise ValidationError(f"TenancyService: {err}") from None
+        election = self.backend_class.leader_elector(
+            self, on_started_leading=lambda: loop.call_soon_threadsafe(became_leader.set),
+            on_change=lambda: loop.call_soon_threadsafe(show))
+        if election is None:
+            raise ValidationError(f"TenancyService.leader_election: {self.backend_class.__name__} elects no leader; "
+                                  "run one replica, without leader_election")
+        return election
 
     async def serve_elected(self) -> None:
         """One replica of several: follow (health, requests forwarded) until this one leads, then
@@ -526,14 +530,13 @@ class TenancyService(Application):
         # Before the state is read: a restored row that ends later (in a cycle with its pods) must
         # stay collectable, and what is frozen is never collected.
         freeze_startup()
-        if hasattr(backend, "wait_ready"):
-            await backend.wait_ready()  # the API server answers (retried with backoff; no exit)
+        await backend.wait_ready()  # the API server answers (retried with backoff; no exit)
         restored = await controller.restore()  # first: adopting what runs is checked against our own pods only
         controller.health.starting = False
-        tasks = [asyncio.ensure_future(backend.run())] if hasattr(backend, "run") else []
-        tasks.append(asyncio.ensure_future(watch_database(controller.store, controller.health)))
+        tasks = [asyncio.ensure_future(backend.run()),
+                 asyncio.ensure_future(watch_database(controller.store, controller.health))]
         self.log.info("restored %d active workload(s)", restored)
-        if hasattr(backend, "synced"):
+        if backend.synced is not None:
             # Nothing is admitted before the cluster's other pods, quotas and limits are known.
             try:
                 await asyncio.wait_for(backend.synced.wait(), self.sync_timeout_seconds)

@@ -22,7 +22,7 @@ from ..quota.manifests import load_yaml
 from ..quota.quantity import format_list
 from ..quota.tree import parse_tree
 from ..tenants import tenants_of
-from .controller import SERVICE, Forbidden, Identity, TooMany
+from .identity import SERVICE, Forbidden, Identity, TooMany
 from .history import visible
 from .hub import HubError
 from .security import SecureHeaders

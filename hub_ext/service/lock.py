@@ -18,7 +18,7 @@ A second instance that finds the lock taken:
 
 Waits are bounded (``wait_seconds``); then ``AlreadyRunning`` names the holder.
 
-With leader election (several replicas on one database, ``leader.py``) only the leader
+With leader election (several replicas on one database, ``backends/kubernetes/leader.py``) only the leader
 takes the lock, once it holds the Lease (``elected=True``). Followers do not take it, so
 they are not refused. A holder found then is a previous leader that stopped acting when
 its lease ran out (it ends itself before the lease expires); its lock goes as its

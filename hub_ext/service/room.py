@@ -15,7 +15,7 @@ from tornado import web
 
 from ..quota.errors import ValidationError
 from ..quota.quantity import format_milli
-from .controller import Forbidden
+from .identity import Forbidden
 from .handlers import APIHandler
 
 
@@ -79,9 +79,7 @@ class RoomHandler(APIHandler):
                 verdict = "wait"
             verdicts[slug] = {"verdict": verdict, "reason": dry["reason"], "message": dry["message"],
                               "position": dry["position"]}
-        backend = c.backend
-        warning = getattr(backend, "notebook_warning_seconds", None)
         self.send({"tenant": tenant.group, "room": room_of(c, tenant), "profiles": verdicts,
                    "priorityClass": c.notebook_priority_class,
-                   "warningSeconds": warning,
+                   "warningSeconds": c.backend.notebook_warning_seconds,
                    "dashboard": self.settings.get("page_prefix", "/services/tenancy/") + "quota"})

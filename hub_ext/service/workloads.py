@@ -12,6 +12,8 @@ from ..quota.quantity import _show, parse_resource_list
 
 NOTEBOOK, TRAINING = "notebook", "training"
 KINDS = (NOTEBOOK, TRAINING)
+#: The states a workload ends in.
+FINAL = ("Succeeded", "Failed", "Cancelled", "Stopped", "Preempted", "Rejected")
 _FIELDS = {"kind", "name", "tenant", "namespace", "priorityClassName", "resources", "replicas", "command",
            "script", "env", "serverName", "profile", "gracePeriodSeconds", "gang"}
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

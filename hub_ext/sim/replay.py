@@ -36,6 +36,10 @@ reaches it: pods waiting in the service's queue (Pending, with the reason and
 position), pods refused at submission (Rejected; the API server is asked the same
 with a dry-run create, and a disagreement is a warning) and this step's victims
 (Evicted). Quota ``used`` is summed from the API server's pods.
+
+Why over 500 lines: it is one command's driver, a step's apply, advance and settle
+against one cluster, read in order; the parts it drives are elsewhere (the service's
+``replay_service``, the nodes' ``replay_cluster``, the report's ``output``).
 """
 
 from __future__ import annotations
@@ -63,7 +67,7 @@ from ..quota.tree import ElasticQuotaTree
 from ..quota.workloads import DURATION_ANNOTATION, WorkloadSpec
 from ..scheduler.model import Phase
 from ..scheduler.owners import Owner
-from ..service.controller import Identity
+from ..service.identity import Identity
 from ..service.store import Store, WorkloadRow
 from ..service.workloads import TRAINING
 from .replay_cluster import KWOK_NODE_ANNOTATION, Footprint, Names, ReplayError, check_node_selector, \
@@ -319,8 +323,8 @@ class Replay:
         controller.store.add(row)
         controller.owners[row.id], controller.rows[row.id] = Owner(spec), row
         self.rows[spec.key], self.templates[row.id] = row, (_pod_template(raw), owner_ref)
-        controller._reconcile(row, now)
-        controller._sync(row)
+        controller.loop.reconcile(row, now)
+        controller.books.sync(row)
         controller.store.commit()
         controller.poke()
 

@@ -3,7 +3,8 @@
 Several replicas of the service share one database; one of them, the *leader*, runs
 the controller, the backend's background work and everything that acts on the
 cluster. The others *follow*: they answer ``/health`` themselves and forward every
-other request to the leader (``forward.py``).
+other request to the leader (``service/forward.py``). ``lease_elector`` is how the
+service gets its elector from the Kubernetes backend (``Backend.leader_elector``).
 
 The Lease (``spec``: ``holderIdentity``, ``leaseDurationSeconds``, ``acquireTime``,
 ``renewTime``, ``leaseTransitions``; the leader's URL in the annotation
@@ -35,7 +36,8 @@ import random
 import threading
 import time
 
-from ..backends.kubernetes.api import Api, Kind, KubernetesError
+from ...quota.errors import ValidationError
+from .api import Api, Kind, KubernetesError
 
 LEASE = Kind("Lease", "coordination.k8s.io/v1", "leases", True)
 ADVERTISE_ANNOTATION = "tenancy.jupyter.org/advertise-url"
@@ -63,8 +65,6 @@ def api_client(kubeconfig: str = "", context: str = ""):
     """A ``kubernetes.client.ApiClient`` from a kubeconfig file, or in-cluster (as the backend makes its own)."""
     from kubernetes import client, config
 
-    from ..quota.errors import ValidationError
-
     configuration = client.Configuration()
     try:
         if kubeconfig or not os.environ.get("KUBERNETES_SERVICE_HOST"):
@@ -78,6 +78,23 @@ def api_client(kubeconfig: str = "", context: str = ""):
     configuration.retries = 0  # each attempt is one request; the loop retries
     return client.ApiClient(configuration)
 
+
+
+def lease_elector(service, on_started_leading, on_change) -> "LeaderElector":
+    """The Kubernetes backend's elector (``Backend.leader_elector``): a Lease as ``service`` (the
+    ``TenancyService``) configures it (``lease_*``, ``identity``, ``advertise_url``), on the cluster of
+    ``c.KubernetesBackend.kubeconfig`` (in-cluster by default)."""
+    config = service.config.KubernetesBackend
+    client = api_client(config.get("kubeconfig", ""), config.get("kube_context", ""))
+    api = Api(client, timeout=max(1.0, min(5.0, service.renew_deadline_seconds / 2)))
+    try:
+        return LeaderElector(api, namespace=service.lease_namespace, name=service.lease_name,
+                             identity=service.identity, advertise_url=service.advertise_url,
+                             lease_duration=service.lease_duration_seconds,
+                             renew_deadline=service.renew_deadline_seconds, retry_period=service.retry_period_seconds,
+                             log=service.log, on_started_leading=on_started_leading, on_change=on_change)
+    except ValueError as err:
+        raise ValidationError(f"TenancyService: {err}") from None
 
 class LeaderElector:
     """One replica's side of the election. ``start()`` runs it in a thread; the callbacks are called
@@ -258,3 +275,15 @@ def _exit_now(why: str) -> None:
         except Exception:  # noqa: BLE001 - exiting anyway
             pass
     os._exit(1)
+
+
+def _until_the_merge() -> None:
+    """TEMPORARY (issue 19): ``KubernetesBackend`` (backend.py, being split meanwhile) declares its
+    ``leader_elector`` at the merge; until then it is set here, where the service imports this module."""
+    from .backend import KubernetesBackend
+
+    if "leader_elector" not in vars(KubernetesBackend):
+        KubernetesBackend.leader_elector = classmethod(lambda cls, *args, **kwargs: lease_elector(*args, **kwargs))
+
+
+_until_the_merge()

@@ -1,0 +1,227 @@
+"""Submissions in and workloads out: who may submit what where, the refusals (400, 403, 429), the dry
+run of a submission, and cancelling.
+
+A submission is checked (its body, its tenant, its priority class, the user's share
+of the queue), given its default requests, put in the engine and in the store's
+session; the scheduling loop decides on it. Nothing here decides who runs.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from ..quota.errors import ValidationError
+from ..scheduler.model import Phase
+from ..tenants import Tenant, tree_with_tenants
+from .books import owner_for
+from .identity import Forbidden, Identity, TooMany
+from .store import WorkloadRow
+from .workloads import FINAL, NOTEBOOK, TRAINING, check_body, with_default_requests
+
+
+class Admission:
+    def __init__(self, controller):
+        self.c = controller
+        # The controller's containers, never replaced: read here without a hop through it.
+        self.engine, self.store, self.books = controller.engine, controller.store, controller.books
+        self.rows, self.owners, self.pod_rows = controller.rows, controller.owners, controller.pod_rows
+
+    def tenant_for(self, who: Identity, tenant: str | None, namespace: str | None) -> Tenant | None:
+        """The tenant a submission goes to; Forbidden when the caller is not a member."""
+        candidates = self.c.tenants if who.admin else who.tenants
+        if tenant is not None:
+            match = next((t for t in candidates if t.group == tenant), None)
+        elif namespace is not None:
+            match = next((t for t in candidates if t.namespace == namespace), None)
+            if match is None and who.admin:
+                return None  # admins may use any namespace, tenant or not
+        else:
+            usable = [t for t in who.tenants if t.usable]
+            if len(usable) != 1:
+                names = ", ".join(t.group for t in usable) or "none"
+                raise ValidationError(f"workload: say which team (tenant) to use; yours: {names}")
+            match = usable[0]
+        if match is None:
+            raise Forbidden(f"{who.name} is not a member of {'tenant ' + tenant if tenant else 'a tenant with namespace ' + str(namespace)}")
+        if match.errors:
+            raise ValidationError(f"tenant {match.group} is misconfigured: {'; '.join(match.errors)}")
+        return match
+
+    def checked(self, who: Identity, body) -> tuple[dict, Tenant | None, str]:
+        """(spec with defaults and its priority class, tenant, namespace) of a submission, or the 400/403/429."""
+        c = self.c
+        spec = check_body(body, c.bounds)
+        tenant = self.tenant_for(who, spec.get("tenant"), spec.get("namespace"))
+        namespace = tenant.namespace if tenant else spec["namespace"]
+        kind = spec["kind"]
+        if kind == TRAINING:
+            self.check_queue_share(who)
+        spec = with_default_requests(spec, c.default_requests.get(kind) or {},
+                                     self.engine.limit_ranges.get(namespace, {}).values())
+        default = c.notebook_priority_class if kind == NOTEBOOK else c.training_priority_class
+        pc = spec.get("priorityClassName", default)
+        if kind == TRAINING and not who.admin and tenant is not None and pc not in tenant.priority_classes:
+            raise Forbidden(f"tenant {tenant.group} may not use priority class {pc} (allowed: {', '.join(tenant.priority_classes)})")
+        if kind == NOTEBOOK and pc != c.notebook_priority_class and not who.admin:
+            raise Forbidden(f"notebooks run at {c.notebook_priority_class}")
+        if pc not in self.engine.classes.by_name:
+            raise ValidationError(f"workload: no PriorityClass named {pc}")
+        spec["priorityClassName"] = pc
+        return spec, tenant, namespace
+
+    def check_queue_share(self, who: Identity) -> None:
+        """One user's backlog must not push a teammate's work to the back of a long queue.
+        (Notebooks are bounded by the hub's servers per user, so only jobs count.)"""
+        most = self.c.max_queued_per_user
+        if not most:
+            return
+        queued = sum(1 for r in self.rows.values() if r.user == who.name and r.kind == TRAINING and r.state == "Pending")
+        if queued >= most:
+            raise TooMany(f"{who.name} has {queued} training jobs waiting already, the most one user may queue; "
+                          "cancel some or wait for them to start")
+
+    def preview_submit(self, who: Identity, body) -> dict:
+        """What submitting ``body`` would do now, on a copy of the engine; nothing is stored.
+
+        Says whether it would start (at once, or once its victims are gone), or why it would
+        wait, and which workloads it would evict, each with its user and server name, so a
+        client can warn before a job stops one of its own user's notebooks.
+        """
+        c = self.c
+        spec, tenant, namespace = self.checked(who, body)
+        kind, now = spec["kind"], c.clock()
+        engine = self.engine.replica(tree_with_tenants(c.base_tree, c.tenants))
+        name = _dns(spec.get("name") or (f"nb-{who.name}" if kind == NOTEBOOK else "train") + "-dry-run")
+        owner = owner_for(kind, namespace, name, spec)
+        owner.reconcile(engine, now)
+        ours, evictions, nominated = {p.uid for p in owner.pods}, [], set()
+        for _ in range(100):
+            d = engine.schedule(now)
+            evictions += [e for e in d.evictions if e.preemptor.uid in ours]
+            nominated |= {p.uid for p in d.nominated}
+            if not d:
+                break
+        live = {(p.namespace, p.name): wid for wid, o in self.owners.items() for p in o.pods}
+        victims = []
+        for ev in evictions:
+            row = self.rows.get(live.get((ev.victim.namespace, ev.victim.name), ""))
+            victims.append({"workload": row.id if row else None, "kind": row.kind if row else None,
+                            "name": row.name if row else ev.victim.name, "user": row.user if row else None,
+                            "serverName": row.spec.get("serverName") if row else None,
+                            "namespace": ev.victim.namespace, "pod": ev.victim.name, "message": ev.victim.reason.message})
+        pods = [p for p in owner.pods if p.uid in engine.pods]
+        head = next((p for p in pods if p.phase is not Phase.RUNNING), None)
+        if head is None:
+            state, reason = "Running", None
+        elif head.phase is Phase.REJECTED:
+            state, reason = "Rejected", head.reason
+        else:
+            state, reason = "Pending", None if head.uid in nominated else head.reason
+        position = engine.positions().get(head.uid) if head is not None else None
+        return {"dryRun": True, "kind": kind, "namespace": namespace, "tenant": tenant.group if tenant else None,
+                "priorityClassName": spec["priorityClassName"], "state": state,
+                "startsAfterEvictions": bool(head is not None and head.uid in nominated),
+                "reason": reason.code if reason else None, "message": reason.message if reason else None,
+                "position": position[0] if position else None, "leafPosition": position[1] if position else None,
+                "evictions": victims}
+
+    def submit(self, who: Identity, body) -> WorkloadRow:
+        """Queue a workload and commit it now (in-process callers); the loop decides on its next tick."""
+        row = self.submission(who, body)
+        try:
+            self.store.commit()
+        except Exception:
+            self.store.rollback()
+            self.books.drop(row.id)
+            raise
+        self.c.loop.poke([row.id])
+        return row
+
+    async def submit_and_decide(self, who: Identity, body) -> WorkloadRow:
+        """Queue a workload and return once a scheduling pass has decided on it and committed it, with
+        the other submissions of that pass (one commit for all: a group commit). Refusals of the
+        submission itself (400, 403, 429) are raised at once."""
+        loop = self.c.loop
+        if not loop.looping:  # no loop (in-process use): decide now
+            row = self.submit(who, body)
+            try:
+                loop.tick()  # answer with the decision when it is immediate
+            except Exception:  # noqa: BLE001 - the workload is stored; the next pass decides
+                self.c.log.exception("scheduling pass failed")
+            return row
+        row = self.submission(who, body)
+        await loop.decide(row)
+        return row
+
+    def submission(self, who: Identity, body) -> WorkloadRow:
+        """A checked submission in the engine and in the store's session (not committed)."""
+        spec, tenant, namespace = self.checked(who, body)
+        kind, pc = spec["kind"], spec["priorityClassName"]
+        now = self.c.clock()
+        wid = secrets.token_hex(4)
+        name = spec.get("name") or (f"nb-{who.name}" if kind == NOTEBOOK else "train") + f"-{wid}"
+        row = WorkloadRow(id=wid, kind=kind, name=_dns(name), user=who.name, namespace=namespace,
+                          tenant=tenant.group if tenant else None, spec=spec, state="Pending", created=now,
+                          succeeded=0, pods=[])
+        try:
+            self.books.make_owner(row)
+            self.c.loop.reconcile(row, now)
+        except Exception:
+            self.books.drop(row.id)
+            raise
+        # Into the session only once the engine took it: a refusal leaves other submissions' rows alone.
+        self.store.add(row)
+        self.store.record(now, "submitted", f"{who.name} submitted {kind} {row.name} to {namespace} at {pc}", wid)
+        self.books.sync(row)
+        return row
+
+    def check_access(self, who: Identity, row: WorkloadRow) -> None:
+        namespaces = who.namespaces()
+        if namespaces is not None and row.user != who.name and row.namespace not in namespaces:
+            raise Forbidden(f"{who.name} may not act on workloads in namespace {row.namespace}")
+
+    def cancel(self, who: Identity, row: WorkloadRow, *, by_spawner: bool = False, why: str | None = None) -> WorkloadRow:
+        """End a workload. ``by_spawner``: its server is already gone (or never started), so the
+        hub is not asked to stop it; only the hub's spawner (or the service itself) may say so."""
+        c = self.c
+        self.check_access(who, row)
+        if by_spawner and not who.spawner:
+            raise Forbidden("only the hub's spawner may release a notebook without stopping its server")
+        if row.state in FINAL:
+            return row
+        now = c.clock()
+        owner = self.owners.pop(row.id, None)
+        preempted = False
+        for pod in list(owner.pods if owner else []):
+            prow = self.pod_rows.get(pod.uid)
+            if pod.phase is Phase.TERMINATING and row.kind == NOTEBOOK:
+                preempted = True  # its server stopping is the end of an eviction
+            if pod.phase in (Phase.RUNNING, Phase.TERMINATING) and prow is not None \
+                    and not (by_spawner and row.kind == NOTEBOOK):
+                c._spawn(c.backend.stop(row, pod, prow))
+            self.engine.delete(pod.uid)
+            if prow is not None:
+                if pod.phase in (Phase.PENDING, Phase.RUNNING, Phase.REJECTED, Phase.TERMINATING):
+                    prow.phase = "Evicted" if pod.phase is Phase.TERMINATING else "Deleted"
+                    prow.finished_at = now
+                self.books.forget_pod(pod.uid)
+        if preempted:
+            row.state = "Preempted"
+        else:
+            row.state = "Stopped" if row.kind == NOTEBOOK else "Cancelled"
+            if why is None and by_spawner:
+                server = row.spec.get("serverName") or ""
+                why = f"{row.user}'s server {server + ' ' if server else ''}stopped: its room is free again"
+            self.store.record(now, "cancelled",
+                              why or f"{who.name} {'stopped' if row.kind == NOTEBOOK else 'cancelled'} {row.name}", row.id)
+        row.finished = now
+        self.rows.pop(row.id, None)
+        c.evicting.pop(row.id, None)
+        self.store.commit()
+        c.viewer.notify([row.id])
+        c.loop.poke([])
+        return row
+
+
+def _dns(name: str) -> str:
+    return name.lower().replace("_", "-")[:63].strip("-") or "workload"
