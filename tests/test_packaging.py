@@ -4,8 +4,10 @@ pages' bundle); each is then installed into a fresh virtualenv with no Node.js o
 JupyterLab and jupyter-server must find the extension enabled, its settings schema and the
 pages' bundle in place.
 
-Slow (minutes: two builds and two virtualenvs, from pip's cache): deselect it locally with
-``-m "not packaging"``; scripts/test (CI) runs it."""
+uv (from PyPI, in the test extras) makes the build's isolated environment and the two
+virtualenvs: pip took nine of this test's fifteen minutes on a loaded machine, most of it
+resolving and unpacking the same 130 packages three times. Still the slowest module of the
+core tier: deselect it locally with ``-m "not packaging"``; scripts/test (CI) runs it."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import pytest
 pytestmark = pytest.mark.packaging
 
 ROOT = Path(__file__).resolve().parents[1]
+UV = Path(sys.executable).with_name("uv")
 NAME = "jupyterhub-tenancy"
 BUILT = ("hub_ext/labserver/labextension/package.json", "hub_ext/labserver/labextension/install.json",
          "hub_ext/labserver/labextension/schemas/jupyterhub-tenancy/plugin.json",
@@ -47,7 +50,7 @@ def dists(tmp_path_factory) -> dict[str, Path]:
     head = run(["git", "rev-parse", "HEAD"], cwd=ROOT).stdout.strip()
     run(["git", "clone", "--quiet", "--no-checkout", ROOT, work / "clone"])
     run(["git", "checkout", "--quiet", head], cwd=work / "clone")
-    run([sys.executable, "-m", "build", "--outdir", work / "dist", work / "clone"], timeout=900)
+    run([sys.executable, "-m", "build", "--installer", "uv", "--outdir", work / "dist", work / "clone"], timeout=900)
     [sdist] = (work / "dist").glob("*.tar.gz")
     [wheel] = (work / "dist").glob("*.whl")
     return {"sdist": sdist, "wheel": wheel}
@@ -79,12 +82,11 @@ def test_the_wheel_has_one_version_its_classifiers_and_its_dependencies(dists):
 def install(dist: Path, venv: Path) -> dict[str, str]:
     """``dist`` installed into a fresh virtualenv, with JupyterLab as a single-user image has it;
     the environment to run its tools in: no Node.js on PATH."""
-    run([sys.executable, "-m", "venv", venv])
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "PYTHON", "VIRTUAL_ENV"))}
     env["PATH"] = str(venv / "bin")
+    run([UV, "venv", "--quiet", "--python", sys.executable, venv], env=env)
     assert shutil.which("node", path=env["PATH"]) is None and shutil.which("npm", path=env["PATH"]) is None
-    run([venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
-         dist, "jupyterlab"], env=env, timeout=1200)
+    run([UV, "pip", "install", "--quiet", "--python", venv / "bin" / "python", dist, "jupyterlab"], env=env, timeout=1200)
     return env
 
 
