@@ -56,6 +56,9 @@ from .training import Training
 
 
 class KubernetesBackend(LoggingConfigurable, Backend):
+    """The service's backend for a cluster: its configuration (``c.KubernetesBackend.*``) and the
+    methods the controller calls, each handed to the room that does it."""
+
     image = Unicode(
         "python:3.11-slim",
         help="""
@@ -249,7 +252,6 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         enforces, an invalid spec), the training pod fails with the API server's words.
         """,
     ).tag(config=True)
-
 
     def __init__(self, api_client=None, hub=None, **kwargs):
         super().__init__(**kwargs)
