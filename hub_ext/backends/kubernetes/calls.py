@@ -21,8 +21,7 @@ class Calls:
     """The backend's worker pool, API and monitor, as every room calls through them."""
 
     def __init__(self, backend):
-        self.backend = backend  # its worker pool, API, monitor, log and poll_seconds (read live: set after start)
-        self.api, self.monitor = backend.api, backend.monitor
+        self.backend = backend  # its worker pool, API, monitor, log and poll_seconds
 
     async def call(self, fn, *args, **kwargs):
         """``fn(*args)`` in the backend's worker pool; an outage is counted by the monitor (which logs
@@ -31,7 +30,7 @@ class Calls:
             return await asyncio.get_running_loop().run_in_executor(self.backend._executor,
                                                                     functools.partial(fn, *args, **kwargs))
         except KubernetesError as err:
-            self.monitor.failed(err)
+            self.backend.monitor.failed(err)
             raise
 
     def warn(self, message: str, *args, err: KubernetesError) -> None:
@@ -41,7 +40,7 @@ class Calls:
 
     def on_loop(self, fn, *args, **kwargs) -> None:
         """Run ``fn`` on the event loop (from a worker thread)."""
-        loop = self.monitor.loop
+        loop = self.backend.monitor.loop
         if loop is None:
             fn(*args, **kwargs)
         else:
@@ -49,13 +48,14 @@ class Calls:
 
     async def until_up(self) -> None:
         """Wait while the API server does not answer (the monitor probes it)."""
-        while not self.monitor.up:
-            if self.monitor.loop is None:  # not serving (no probe runs): probe here
-                await self.call(self.monitor.probe)
+        monitor = self.backend.monitor
+        while not monitor.up:
+            if monitor.loop is None:  # not serving (no probe runs): probe here
+                await self.call(monitor.probe)
             await asyncio.sleep(max(self.backend.poll_seconds, 1.0))
 
     async def read_pod(self, namespace: str, name: str) -> dict | None:
-        return await self.call(self.api.read, POD, namespace, name)
+        return await self.call(self.backend.api.read, POD, namespace, name)
 
     async def delete(self, kind: Kind, namespace: str, name: str, grace: int, k8s_uid: str | None = None) -> None:
         """Delete in the background with this grace period (only that object, when ``k8s_uid`` is given);
@@ -64,7 +64,7 @@ class Calls:
         if k8s_uid:
             body["preconditions"] = {"uid": k8s_uid}
         try:
-            await self.call(self.api.request, "DELETE", kind.path(namespace, name), body=body)
+            await self.call(self.backend.api.request, "DELETE", kind.path(namespace, name), body=body)
         except KubernetesError as err:
             if err.status not in (404, 409):
                 raise
@@ -72,8 +72,8 @@ class Calls:
     async def job_pods(self, namespace: str, job: str, job_uid: str | None = None) -> list[dict]:
         """The pods of our Job (by its uid when known: an older Job of the same name had others)."""
         selector = f"{JOB_UID_LABEL}={job_uid}" if job_uid else f"{JOB_NAME_LABEL}={job}"
-        return await self.call(self.api.list, POD, selector, namespace)
+        return await self.call(self.backend.api.list, POD, selector, namespace)
 
     async def notebook_pods(self, row) -> list[dict]:
         """The pods the spawner made for a notebook workload (labelled with its id)."""
-        return await self.call(self.api.list, POD, f"{WORKLOAD_LABEL}={row.id}", row.namespace)
+        return await self.call(self.backend.api.list, POD, f"{WORKLOAD_LABEL}={row.id}", row.namespace)
