@@ -3,7 +3,7 @@
 Training pods (of our Jobs, or bare) carry ``tenancy.jupyter.org/workload=<id>``
 and ``app.kubernetes.io/managed-by=jupyterhub-tenancy``; the spawner puts the
 same workload label on notebook pods, and a pod without it is not ours
-(``watch``). A Job's pods carry the Job controller's ``job-name`` and
+(``foreign``). A Job's pods carry the Job controller's ``job-name`` and
 ``controller-uid`` labels; ``key_of`` names the object of ours a pod belongs to.
 
 The provisioner's ownership is a label pair: ``app.kubernetes.io/managed-by=jupyterhub-tenancy`` and
