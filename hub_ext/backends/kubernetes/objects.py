@@ -6,7 +6,8 @@ same workload label on notebook pods, and a pod without it is not ours
 (``foreign``). A Job's pods carry the Job controller's ``job-name`` and
 ``controller-uid`` labels; ``key_of`` names the object of ours a pod belongs to.
 
-The provisioner's ownership is a label pair: ``app.kubernetes.io/managed-by=jupyterhub-tenancy`` and
+The provisioner's ownership is a label pair:
+``app.kubernetes.io/managed-by=jupyterhub-tenancy`` and
 ``tenancy.jupyter.org/instance=<instance>`` (one cluster may serve several hubs).
 Objects also carry the annotation ``tenancy.jupyter.org/provisioned-by`` and, for a
 tenant's objects, ``tenancy.jupyter.org/group`` with the hub group's exact name
