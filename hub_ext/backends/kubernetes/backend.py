@@ -335,11 +335,11 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         return self.cluster_nodes.now()
 
     def manifest(self, row, pod) -> dict:
-        """The Pod for an admitted training pod."""
+        """The Pod for an admitted training pod (a subclass may change it: training pods are made from this)."""
         return self.training.manifest(row, pod)
 
     def job_manifest(self, row, pod) -> dict:
-        """The Job for an admitted training pod."""
+        """The Job for an admitted training pod, around ``manifest``'s pod (a subclass may change it too)."""
         return self.training.job_manifest(row, pod)
 
     def logs(self, row, prow, tail_bytes: int = 1_000_000) -> str:

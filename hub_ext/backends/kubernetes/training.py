@@ -8,6 +8,9 @@ PriorityClass, resources and command; where the server does not serve Jobs (or
 at once and are retried while what refused them may pass a moment later; a
 leftover of ours of the same name is adopted (still running) or deleted first.
 Once made, the pod is followed (``follow.Follower``).
+
+The manifests are made through the backend's ``manifest`` and ``job_manifest``:
+a subclass changes them there (``sim.replay_service.ReplayBackend`` does).
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ class Training:
     def job_manifest(self, row, pod) -> dict:
         """The Job for an admitted training pod: exactly one pod, never retried by the Job controller
         (the engine decides whether a pod runs again)."""
-        template = self.manifest(row, pod)
+        template = self.backend.manifest(row, pod)  # as a subclass of the backend makes it
         meta = template["metadata"]
         return {"apiVersion": "batch/v1", "kind": "Job",
                 "metadata": {"name": pod.name, "namespace": row.namespace, "labels": dict(meta["labels"])},
@@ -103,7 +106,7 @@ class Training:
                 f = ours.register(Followed(pod.uid, kind, row.namespace, pod.name))
                 # admitted, not on the cluster yet: never shown Running before the cluster says so
                 backend.follower.observed(f, "Pending", None, f"its {kind.name} is being created on the cluster")
-                body = self.job_manifest(row, pod) if kind is JOB else self.manifest(row, pod)
+                body = backend.job_manifest(row, pod) if kind is JOB else backend.manifest(row, pod)
                 obj, refused = await self.create(kind, body, row)
             except KubernetesError as err:
                 obj, refused = None, refusal(pod.name, err)
