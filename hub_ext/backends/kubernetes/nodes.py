@@ -130,7 +130,7 @@ class Nodes:
             controller.node_removed(name)
 
     def tell(self, health) -> None:
-        """Say on the controller's health that the Nodes could not be read (not for an outage: the monitor says that)."""
+        """Say on the health why the Nodes could not be read (an outage is the monitor's to say)."""
         if self.error is not None and not outage_error(self.error):
             health.set("nodes", f"cannot read the cluster's Nodes: {self.error}")
 
