@@ -28,8 +28,7 @@ from kubernetes_asyncio.client.rest import ApiException
 from kubespawner import KubeSpawner
 from traitlets import Bool
 
-from hub_ext.backends.kubernetes.backend import WORKLOAD_LABEL
-from hub_ext.backends.kubernetes.objects import GROUP, QUOTA_LEAF, TENANT, label_value
+from hub_ext.backends.kubernetes.objects import GROUP, QUOTA_LEAF, TENANT, WORKLOAD_LABEL, label_value
 
 from .mixin import TenancySpawnerMixin
 

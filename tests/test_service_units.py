@@ -88,15 +88,15 @@ def test_pods_made_by_others_are_followed_from_watch_events(tmp_path):
     def used():
         return controller.engine.quota.nodes["a"].used.get("cpu", 0), controller.engine.cluster.nodes["n1"].free["cpu"]
 
-    k8s._foreign_event("LIST", [pod("u1", "2"), pod("u2", "1", node=None, phase="Pending")])
+    k8s.foreign.event("LIST", [pod("u1", "2"), pod("u2", "1", node=None, phase="Pending")])
     assert used() == (2000, 6000)  # the unbound one holds no room yet
-    k8s._foreign_event("MODIFIED", pod("u2", "1"))  # bound
-    k8s._foreign_event("MODIFIED", pod("u1", "3"))  # resized in place
+    k8s.foreign.event("MODIFIED", pod("u2", "1"))  # bound
+    k8s.foreign.event("MODIFIED", pod("u1", "3"))  # resized in place
     assert used() == (4000, 4000) and len(controller.foreign) == 2
-    k8s._foreign_event("MODIFIED", pod("u1", "3", phase="Succeeded"))  # ended: its room is free
-    k8s._foreign_event("ADDED", pod("u3", "1", ns="not-a-tenant", node="elsewhere"))  # neither our node nor namespace
+    k8s.foreign.event("MODIFIED", pod("u1", "3", phase="Succeeded"))  # ended: its room is free
+    k8s.foreign.event("ADDED", pod("u3", "1", ns="not-a-tenant", node="elsewhere"))  # neither our node nor namespace
     assert used() == (1000, 7000) and len(controller.foreign) == 1
-    k8s._foreign_event("LIST", [])  # a fresh list: what is not in it is gone
+    k8s.foreign.event("LIST", [])  # a fresh list: what is not in it is gone
     assert used() == (0, 8000) and not controller.foreign
 
 
@@ -144,26 +144,26 @@ def test_node_events_change_capacity_at_once_and_heartbeats_change_nothing(tmp_p
         nodes = controller.engine.cluster.nodes
         return {name: (n.allocatable.get("cpu"), n.schedulable) for name, n in sorted(nodes.items()) if name != "local"}
 
-    k8s._node_event("LIST", [node("n1"), node("n2", ready="False")])
+    k8s.cluster_nodes.event("LIST", [node("n1"), node("n2", ready="False")])
     assert capacity() == {"n1": (4000, True)}  # n2 is not Ready: not counted yet
     assert "nodes" not in controller.health.problems
-    k8s._node_event("MODIFIED", node("n2", beat="10"))  # Ready now
+    k8s.cluster_nodes.event("MODIFIED", node("n2", beat="10"))  # Ready now
     assert capacity() == {"n1": (4000, True), "n2": (4000, True)}
-    k8s._node_event("MODIFIED", node("n1", beat="10"))  # a heartbeat
+    k8s.cluster_nodes.event("MODIFIED", node("n1", beat="10"))  # a heartbeat
     assert capacity() == {"n1": (4000, True), "n2": (4000, True)}
-    k8s._node_event("MODIFIED", node("n1", cpu="6", beat="20"))  # resized
+    k8s.cluster_nodes.event("MODIFIED", node("n1", cpu="6", beat="20"))  # resized
     assert capacity() == {"n1": (6000, True), "n2": (4000, True)}
-    k8s._node_event("MODIFIED", node("n1", cpu="6", beat="30", unschedulable=True))  # cordoned
+    k8s.cluster_nodes.event("MODIFIED", node("n1", cpu="6", beat="30", unschedulable=True))  # cordoned
     assert capacity() == {"n1": (6000, False), "n2": (4000, True)}
-    k8s._node_event("MODIFIED", node("n1", cpu="6", beat="40"))  # uncordoned
-    k8s._node_event("MODIFIED", node("n2", beat="40", taints=[{"key": "gpu", "effect": "NoSchedule"}]))
+    k8s.cluster_nodes.event("MODIFIED", node("n1", cpu="6", beat="40"))  # uncordoned
+    k8s.cluster_nodes.event("MODIFIED", node("n2", beat="40", taints=[{"key": "gpu", "effect": "NoSchedule"}]))
     assert capacity() == {"n1": (6000, True), "n2": (4000, False)}
-    k8s._node_event("MODIFIED", node("n2", beat="50", taints=[{"key": "gpu", "effect": "NoSchedule"}]))
+    k8s.cluster_nodes.event("MODIFIED", node("n2", beat="50", taints=[{"key": "gpu", "effect": "NoSchedule"}]))
     assert capacity() == {"n1": (6000, True), "n2": (4000, False)}  # still tainted after its heartbeat
-    k8s._node_event("MODIFIED", node("n1", cpu="6", ready="Unknown", beat="50"))  # its kubelet is gone
+    k8s.cluster_nodes.event("MODIFIED", node("n1", cpu="6", ready="Unknown", beat="50"))  # its kubelet is gone
     assert capacity() == {"n1": (6000, False), "n2": (4000, False)}
     assert "no Ready, schedulable Node" in controller.health.problems["nodes"].message
-    k8s._node_event("DELETED", node("n1"))
-    k8s._node_event("MODIFIED", node("n2", beat="59"))  # untainted
+    k8s.cluster_nodes.event("DELETED", node("n1"))
+    k8s.cluster_nodes.event("MODIFIED", node("n2", beat="59"))  # untainted
     assert capacity() == {"n2": (4000, True)}
     assert "nodes" not in controller.health.problems

@@ -19,8 +19,7 @@ import signal
 import subprocess
 import sys
 
-from ..backends.kubernetes.api import NODE, POD, Api
-from ..backends.kubernetes.backend import JOB
+from ..backends.kubernetes.api import JOB, NODE, POD, Api
 from ..backends.kubernetes.informer import Informer
 from .kube import RUN_LABEL, BenchError, api_client
 

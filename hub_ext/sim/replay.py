@@ -52,9 +52,9 @@ import tempfile
 import time
 
 from ..backends.kubernetes.api import POD, Api, KubernetesError
-from ..backends.kubernetes.backend import WORKLOAD_LABEL
-from ..backends.kubernetes.follow import JOB_NAME_LABEL, key_of, waiting_message
-from ..backends.kubernetes.watch import pod_spec_of
+from ..backends.kubernetes.follow import waiting_message
+from ..backends.kubernetes.foreign import pod_spec_of
+from ..backends.kubernetes.objects import JOB_NAME_LABEL, WORKLOAD_LABEL, key_of
 from ..quota.errors import ValidationError
 from ..quota.limitrange import LimitRange
 from ..quota.manifests import read_file

@@ -19,9 +19,8 @@ import yaml
 
 from kubernetes import client
 
-from hub_ext.backends.kubernetes.backend import (
-    JOB_NAME_LABEL, MANAGED_BY, MANAGED_BY_LABEL, WORKLOAD_LABEL, KubernetesBackend,
-)
+from hub_ext.backends.kubernetes.backend import KubernetesBackend
+from hub_ext.backends.kubernetes.objects import JOB_NAME_LABEL, MANAGED_BY, MANAGER, WORKLOAD_LABEL
 from hub_ext.quota.quantity import parse_resource_list
 from hub_ext.quota.tree import parse_tree
 from hub_ext.service.controller import Controller, Identity
@@ -50,7 +49,7 @@ def demo_tree(suffix: str):
 
 def cluster_pods(api, namespace):
     core = client.CoreV1Api(api)
-    return core.list_namespaced_pod(namespace, label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}").items
+    return core.list_namespaced_pod(namespace, label_selector=f"{MANAGED_BY}={MANAGER}").items
 
 
 @pytest.fixture
@@ -244,11 +243,11 @@ def test_exits_notebook_eviction_delete_fallback_and_recover(control_plane, api,
         r2, p2 = row("a2"), NS(uid=2, name="a2-0")
         t2 = asyncio.ensure_future(backend.start(r2, p2, NS(name="a2-0")))
         await until(lambda: _eq(phase("a2-0"), "Running"), "a2-0 Running")
-        backend._policy_v1 = False
+        backend.evictions.policy_v1 = False
         await backend.evict(r2, p2, NS(name="a2-0"), 0, None)
         assert fake.evicted == [2] and await phase("a2-0") is None
         await asyncio.wait_for(t2, 30)
-        backend._policy_v1 = None
+        backend.evictions.policy_v1 = None
 
         # a notebook: start/stop are no-ops, eviction deletes the pod labelled for the workload
         nb = row("nb1", "notebook")

@@ -12,7 +12,8 @@ import uuid
 import pytest
 from kubernetes import client
 
-from hub_ext.backends.kubernetes.backend import JOB_NAME_LABEL, MANAGED_BY, MANAGED_BY_LABEL, KubernetesBackend
+from hub_ext.backends.kubernetes.backend import KubernetesBackend
+from hub_ext.backends.kubernetes.objects import JOB_NAME_LABEL, MANAGED_BY, MANAGER
 from hub_ext.quota.tree import parse_tree
 from hub_ext.service.controller import Controller, Identity
 from hub_ext.service.store import Store
@@ -46,7 +47,7 @@ def cluster(control_plane, api, seed_classes):
 
 
 def pods_of(api, ns):
-    return client.CoreV1Api(api).list_namespaced_pod(ns, label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}").items
+    return client.CoreV1Api(api).list_namespaced_pod(ns, label_selector=f"{MANAGED_BY}={MANAGER}").items
 
 
 def job(ns, cpu, replicas=1, **extra):

@@ -26,7 +26,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 import controlplane
-from hub_ext.backends.kubernetes.backend import JOB_NAME_LABEL, WORKLOAD_LABEL
+from hub_ext.backends.kubernetes.objects import JOB_NAME_LABEL, WORKLOAD_LABEL
 from hub_ext.service.controller import Controller, Identity
 from hub_ext.service.store import Store
 from hub_ext.tenants import Tenant
@@ -212,7 +212,7 @@ async def test_foreign_pods_and_cluster_quota(control_plane, api, namespace, nod
         # the cluster's ResourceQuota, copied in: refused with the API server's words, nothing created
         await asyncio.to_thread(core.create_namespaced_resource_quota, namespace, client.V1ResourceQuota(
             metadata=client.V1ObjectMeta(name="small"), spec=client.V1ResourceQuotaSpec(hard={"requests.cpu": "5"})))
-        await until(lambda: ("ResourceQuota", namespace, "small") in backend._limits_applied, "the quota to be read")
+        await until(lambda: ("ResourceQuota", namespace, "small") in backend.foreign.limits_applied, "the quota to be read")
         over = controller.submit(ADMIN, {"kind": "training", "namespace": namespace, "name": "over",
                                          "command": ["sleep", "1"], "resources": {"requests": {"cpu": "2"}}})
         controller.tick()
@@ -301,7 +301,7 @@ async def test_tenants_provisioned_when_groups_change(control_plane, api, node, 
 
         await until(provisioned, "the tenant's namespace, RoleBinding and ResourceQuota")
         assert backend.provisioned.errors == []
-        await until(lambda: runner.done() or ("ResourceQuota", namespace, "dev-quota") in backend._limits_applied,
+        await until(lambda: runner.done() or ("ResourceQuota", namespace, "dev-quota") in backend.foreign.limits_applied,
                     "the quota to be read")
         assert not runner.done(), runner.exception()
         # until the start-up checks ran once nothing is admitted ("service-blocked"), whatever the quota says

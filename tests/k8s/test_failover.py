@@ -38,7 +38,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from hub_ext.backends.kubernetes.backend import WORKLOAD_LABEL
+from hub_ext.backends.kubernetes.objects import WORKLOAD_LABEL
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

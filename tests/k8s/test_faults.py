@@ -36,7 +36,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 import controlplane
-from hub_ext.backends.kubernetes.backend import JOB_NAME_LABEL, WORKLOAD_LABEL, KubernetesBackend
+from hub_ext.backends.kubernetes.backend import KubernetesBackend
+from hub_ext.backends.kubernetes.objects import JOB_NAME_LABEL, WORKLOAD_LABEL
 from hub_ext.quota.manifests import parse_object
 from hub_ext.service.controller import Controller, Identity
 from hub_ext.service.store import Store

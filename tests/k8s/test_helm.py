@@ -43,9 +43,9 @@ from kubernetes.client.exceptions import ApiException
 from traitlets.config import PyFileConfigLoader
 
 from hub_ext.backends.kubernetes.api import Api, Kind
-from hub_ext.backends.kubernetes.backend import JOB_NAME_LABEL, KubernetesBackend
+from hub_ext.backends.kubernetes.backend import KubernetesBackend
 from hub_ext.backends.kubernetes.checks import needed_permissions
-from hub_ext.backends.kubernetes.objects import Marker
+from hub_ext.backends.kubernetes.objects import JOB_NAME_LABEL, Marker
 from hub_ext.quota.tree import parse_tree
 from hub_ext.service.controller import Identity
 from hub_ext.tenants import Tenant
@@ -657,7 +657,7 @@ def test_chart_applies_and_its_rbac_is_exactly_enough(control_plane, api, helm, 
         # the namespaces' ResourceQuota and LimitRange, read into the scheduler; the service's
         # own pod (on the node, made by no workload of ours) counted as usage
         await until(lambda: {("ResourceQuota", r.team, "dev-quota"), ("LimitRange", r.team, "tenancy-defaults")}
-                    <= set(backend._limits_applied), "the tenant's quota and limits read")
+                    <= set(backend.foreign.limits_applied), "the tenant's quota and limits read")
         await until(lambda: pod.metadata.uid in controller.foreign, "the service's own pod counted")
 
         # a training Job runs; a higher-priority one in the same leaf evicts it through the Eviction API

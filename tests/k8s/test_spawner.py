@@ -36,8 +36,7 @@ from kubernetes.utils import parse_quantity
 import controlplane
 from hub_ext.client.api import TenancyClient, TenancyError, submit_training
 
-from hub_ext.backends.kubernetes.backend import WORKLOAD_LABEL
-from hub_ext.backends.kubernetes.objects import INSTANCE, MANAGED_BY, MANAGER, QUOTA_LEAF, TENANT
+from hub_ext.backends.kubernetes.objects import INSTANCE, MANAGED_BY, MANAGER, QUOTA_LEAF, TENANT, WORKLOAD_LABEL
 from provision_fixtures import quota_ready, service_account_ready, wait_for
 from spawner_kubelet import StandInKubelet
 

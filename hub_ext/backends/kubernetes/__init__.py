@@ -4,8 +4,10 @@
   PriorityClasses per tenant, idempotent, repairing drift, touching only what it created.
 - ``quotatree.load_quota_tree``: the ``ElasticQuotaTree`` object, when the CRD exists.
 - ``backend.KubernetesBackend``: the scheduler service's backend for a cluster
-  (``c.TenancyService.backend_class = "hub_ext.backends.kubernetes.KubernetesBackend"``).
-- ``watch``: pods we did not create, and the namespaces' quotas and limits, followed.
+  (``c.TenancyService.backend_class = "hub_ext.backends.kubernetes.KubernetesBackend"``),
+  a facade over one module per duty (its docstring lists them: ``nodes``, ``training``,
+  ``follow``, ``ours``, ``evictions``, ``recovery``, ``foreign``, ``checks``, ``tenants``, ``calls``).
+- ``objects``: the labels and names of what we make, and the provisioner's objects.
 - ``api``: the small JSON/REST layer they use (one-line ``KubernetesError``, discovery).
 """
 

@@ -90,6 +90,7 @@ ROLE_BINDING = Kind("RoleBinding", "rbac.authorization.k8s.io/v1", "rolebindings
 LIMIT_RANGE = Kind("LimitRange", "v1", "limitranges", True)
 RESOURCE_QUOTA = Kind("ResourceQuota", "v1", "resourcequotas", True)
 POD = Kind("Pod", "v1", "pods", True)
+JOB = Kind("Job", "batch/v1", "jobs", True)
 
 #: The kinds the provisioner manages, in the order it applies them (a namespace before
 #: what it holds; the LimitRange before the ResourceQuota, so that the quota never

@@ -13,11 +13,21 @@ admitting a thousand workloads that the API server then refuses one by one.
 - ``quota-tree``: the ``ElasticQuotaTree`` named by ``quota_tree_object`` is
   served (its CRD installed) and readable;
 - ``nodes`` (kept by the node watch): Ready, schedulable Nodes match the selector.
+
+``Checks`` runs them: once at start (nothing is admitted before), then every
+``checks_seconds`` while they pass, every ``RECHECK_SECONDS`` while one fails.
 """
 
 from __future__ import annotations
 
+import asyncio
+
+from ...quota.errors import ValidationError
 from .api import PRIORITY_CLASS, Api, KubernetesError
+from .informer import outage_error
+
+#: how often a failing start-up check is tried again
+RECHECK_SECONDS = 5.0
 
 SSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
@@ -115,3 +125,63 @@ def check_quota_tree(backend) -> str | None:
     if backend.api.read(kind, namespace or "kube-system", name) is None:
         return f"the ElasticQuotaTree {backend.quota_tree_object} does not exist: create it or fix KubernetesBackend.quota_tree_object"
     return None
+
+
+class Checks:
+    """The start-up checks of a ``KubernetesBackend``, run again until they pass and while they do."""
+
+    def __init__(self, backend):
+        self.backend = backend  # its configuration, controller, calls, quota tree and watches
+        self.checked = asyncio.Event()  # the start-up checks ran once
+
+    async def run(self) -> None:
+        backend = self.backend
+        while True:
+            ok = await self.now()
+            if not self.checked.is_set() and backend.monitor.up:
+                self.checked.set()
+                backend.controller.health.set("startup-checks", None, log=False)
+            await asyncio.sleep(backend.checks_seconds if ok else RECHECK_SECONDS)
+
+    async def now(self) -> bool:
+        """Run the start-up checks once; True when every one passes (each one's problem is on the
+        controller's health, as one line)."""
+        backend = self.backend
+        health = getattr(backend.controller, "health", None)
+        if health is None:
+            return True
+        ok = True
+
+        async def one(name: str, fn, *args):
+            nonlocal ok
+            try:
+                problem = await backend.calls.call(fn, *args)
+            except KubernetesError as err:
+                if outage_error(err):
+                    ok = False
+                    return None  # the API server is down: the monitor says so, the check waits
+                problem = f"cannot check: {err}"
+            except ValidationError as err:
+                problem = str(err)
+            health.set(name, problem)
+            ok = ok and problem is None
+            return problem
+
+        denied = "rbac" in health.problems
+        if await one("rbac", check_rbac, backend.api, needed_permissions(backend)) is None and denied and ok:
+            backend.kick_watches()  # refused until now: list again at once, not after their backoff
+        classes = dict(backend.controller.engine.classes.by_name)
+        await one("priority-classes", lambda: self.priority_problem(classes))
+        await one("quota-tree", self.quota_tree_problem)
+        return ok
+
+    def priority_problem(self, classes) -> str | None:
+        """The blocking problem with the PriorityClasses; a warning goes on the health as it is (a worker thread)."""
+        backend = self.backend
+        problem, warning = check_priority_classes(backend.api, classes, backend.provision)
+        health = backend.controller.health
+        backend.calls.on_loop(health.set, "priority-class-values", warning, blocking=False)
+        return problem
+
+    def quota_tree_problem(self) -> str | None:
+        return self.backend.tree.read_again() or check_quota_tree(self.backend)

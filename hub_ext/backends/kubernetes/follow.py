@@ -1,4 +1,4 @@
-"""What the cluster says about one training pod of ours, judged from its pod as the watch last saw it.
+"""Following one training pod of ours: what the cluster says of it, told to the controller until it ends.
 
 "Running" means what the cluster says: the pod's phase is Running (scheduled,
 started). Otherwise it is waiting for kube-scheduler (with the scheduler's own
@@ -7,23 +7,29 @@ in a final phase has ended, and counts as ended at once, without waiting for
 the Job controller to mark the Job. A pod that went with its node, was deleted
 under us, or ended by a disruption (the ``DisruptionTarget`` condition: a taint,
 pod garbage collection, the kubelet, kube-scheduler's own preemption) is *lost*:
-its work is queued again, not failed.
+its work is queued again, not failed. One stuck terminating long after its grace
+period (its kubelet gone) is deleted with a zero grace period and lost too.
+
+``judge`` and the functions under it decide from the objects alone (no I/O);
+``Follower.follow`` is the loop per pod that the watches of ``ours`` wake, and
+that asks the API server only what they cannot tell (why a Job has no pod).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from .api import Kind
+from ...scheduler.model import LIMIT_RANGE, RESOURCE_QUOTA, Reason
+from .api import JOB, POD, Kind, KubernetesError
+from .objects import JOB_UID_LABEL
 
-# The Job controller's labels on its pods; these (unprefixed) names are set by every version
-# (the batch.kubernetes.io/ ones only since 1.27).
-JOB_NAME_LABEL = "job-name"
-JOB_UID_LABEL = "controller-uid"
 #: pod phases (``status.reason``) a kubelet or controller sets when a pod is lost, not failed by its program
 LOST_REASONS = ("NodeLost", "Evicted", "Shutdown", "Terminated", "NodeShutdown", "UnexpectedAdmissionError")
+#: exit code reported for a pod deleted under us (as if killed by SIGKILL)
+KILLED = 137
 
 
 @dataclass(eq=False)
@@ -53,14 +59,6 @@ class Followed:
     def current(self) -> dict | None:
         mine = [p for p in self.pods.values() if self.belongs(p)]
         return max(mine, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "") if mine else None
-
-
-def key_of(pod: dict) -> tuple[str, str]:
-    """(namespace, name of our object) for a pod of ours: its Job's name, or its own for a bare Pod."""
-    meta = pod.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    return meta.get("namespace"), labels.get(JOB_NAME_LABEL) or labels.get("batch.kubernetes.io/job-name") \
-        or meta.get("name")
 
 
 def exit_code(obj: dict) -> int | None:
@@ -130,8 +128,197 @@ def judge(f: Followed) -> tuple[str, object]:
     return "pending", (node, waiting_message(pod))
 
 
+def judge_safely(f: Followed):
+    try:
+        return judge(f)
+    except (KeyError, TypeError, ValueError):  # a pod object of an unexpected shape: wait for the next
+        return "nopod", None
+
+
+def ended(kind: Kind, obj: dict) -> bool:
+    """Whether our Job (any final condition) or Pod (a final phase) has ended."""
+    if kind is POD:
+        return exit_code(obj) is not None
+    final = ("Complete", "SuccessCriteriaMet", "Failed", "FailureTarget")
+    return any(c.get("type") in final and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+def refusal(name: str, err: KubernetesError) -> Reason:
+    """Why the API server would not create our object, as the reason the training pod failed."""
+    text = str(err)
+    code = RESOURCE_QUOTA if "exceeded quota" in text else LIMIT_RANGE if "LimitRange" in text or "per Container" in text \
+        else "create-failed"
+    return Reason(code, f"the API server refused to create {name}: {text}", {"status": err.status} if err.status else {})
+
+
 def _epoch(stamp: str) -> float:
     try:
         return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
     except (TypeError, ValueError):
         return datetime.now(timezone.utc).timestamp()
+
+
+async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
+    """Whether ``event`` is set within ``timeout`` seconds (None: no limit). Unlike ``asyncio.wait_for``
+    before Python 3.12, a cancellation is never swallowed when the event is set at the same moment (the
+    follower or the service would then go on after being told to stop)."""
+    if event.is_set():
+        return True
+    if timeout is None:  # a cancellation reaches a plain wait as it is; no task of its own (one per pod event)
+        return await event.wait()
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        done, _ = await asyncio.wait({waiter}, timeout=timeout)
+    finally:
+        waiter.cancel()
+    return bool(done)
+
+
+class Follower:
+    """The follow loops of a ``KubernetesBackend``'s training pods: one per pod, woken by the watches."""
+
+    def __init__(self, backend):
+        self.backend = backend  # its configuration, controller, calls, ``ours`` and ``evictions``
+
+    def observed(self, f: Followed, phase: str, node: str | None, message: str | None) -> None:
+        """Tell the controller what the cluster says of the pod (when that changed)."""
+        now = (phase, node, message)
+        if f.observed == now:
+            return
+        f.observed = now
+        observe = getattr(self.backend.controller, "pod_observed", None)
+        if observe is not None:
+            observe(f.uid, phase, node, message)
+
+    async def follow(self, f: Followed, since: float | None) -> None:
+        """Until the pod ended (its exit status, at once), was lost (queued again) or we stopped
+        following it (a stop, an eviction: those report themselves); the watch wakes us."""
+        backend, ours = self.backend, self.backend.ours
+        loop = asyncio.get_running_loop()
+        outcome = None  # ("ended", code, reason) or ("lost", why)
+        checks = 0  # times we asked why its Job has no pod
+        while ours.live(f):
+            if not ours.pods_listed.is_set():
+                await wait_event(ours.pods_listed, 1.0)
+                continue
+            state, detail = judge_safely(f)
+            timeout = None
+            if state == "ended":
+                outcome = ("ended", detail, None)
+                break
+            if state == "lost":
+                outcome = ("lost", detail)
+                break
+            if state == "running":
+                self.observed(f, "Running", detail, None)
+            elif state == "pending":
+                node, message = detail
+                self.observed(f, "Pending", node, message)
+            elif state == "terminating":
+                deadline = detail + backend.terminating_timeout_seconds
+                pod = f.current()
+                if time.time() >= deadline:
+                    outcome = ("lost", await self.stuck(f, pod, detail))
+                    break
+                self.observed(f, "Terminating", (pod.get("spec") or {}).get("nodeName"),
+                              f"its pod {pod['metadata']['name']} is terminating (due to end by "
+                              f"{time.strftime('%H:%M:%S', time.localtime(detail))})")
+                timeout = deadline - time.time() + 0.5
+            else:  # no pod yet: the Job controller has not made it (or could not)
+                self.observed(f, "Pending", None, "waiting for the Job controller to create its pod")
+                waited = None if since is None else loop.time() - since
+                if waited is None or waited > backend.create_failure_seconds * (2 ** checks - 1):
+                    # Asked after create_failure_seconds, then at doubling intervals (at most a minute
+                    # apart): a Job controller behind on a long queue is not polled once per Job and second.
+                    checks += 1
+                    try:
+                        found = await self.why_no_pod(f, waited)
+                    except KubernetesError as err:
+                        backend.calls.warn("reading %s %s/%s: %s", f.kind.name, f.namespace, f.name, err=err)
+                        found = None
+                    if found is not None:
+                        outcome = found
+                        break
+                timeout = min(backend.create_failure_seconds * 2 ** max(checks - 1, 0), 60.0)
+            f.changed.clear()
+            if ours.live(f):
+                await wait_event(f.changed, timeout)
+        if outcome is None or not ours.live(f):
+            return  # stopped, replaced, or being evicted: someone else reports it
+        ours.unregister(f)
+        k8s_uid, kind = ours.k8s_uids.pop(f.uid, None), ours.kinds.pop(f.uid, None)
+        controller = backend.controller
+        if outcome[0] == "ended":
+            code, reason = outcome[1], outcome[2]
+            controller.pod_exited(f.uid, code, reason)
+            return
+        lost = getattr(controller, "pod_lost", None)
+        if lost is None:
+            controller.pod_exited(f.uid, KILLED)
+            return
+        lost(f.uid, outcome[1])
+        # Whoever takes the object's kind from ``ours.kinds`` discards what is left of it: here, since forget()
+        # (which the controller calls for the lost pod) finds nothing to take now. Left alone, the old
+        # Job stayed on the cluster until the work was started again and adopted it.
+        if kind is not None:
+            await backend.evictions.discard(kind, f.namespace, f.name, k8s_uid)
+
+    async def why_no_pod(self, f: Followed, waited: float | None):
+        """A Job without a pod: ended (Complete, or refused by the API server: its FailedCreate events),
+        lost (deleted, or failed with its pod gone before we saw it), or None (still waiting)."""
+        backend, ours, calls = self.backend, self.backend.ours, self.backend.calls
+        obj = ours.watched_job(f) if f.kind is JOB else None
+        if obj is None and f.kind is JOB and ours.jobs_listed and waited is not None \
+                and waited < backend.create_failure_seconds:
+            return None  # only just made: the watch brings it (asking would cost a read per Job)
+        if obj is None:
+            obj = await calls.call(backend.api.read, f.kind, f.namespace, f.name)
+        if obj is None or obj.get("_deleted") or obj["metadata"].get("uid") != f.k8s_uid:
+            return ("lost", f"its {f.kind.name} {f.namespace}/{f.name} was deleted")
+        if f.kind is POD:
+            code = exit_code(obj)
+            return None if code is None else ("ended", code, None)
+        conditions = {c.get("type") for c in (obj.get("status") or {}).get("conditions") or []
+                      if c.get("status") == "True"}
+        if conditions & {"Complete", "SuccessCriteriaMet"}:
+            return ("ended", 0, None)
+        if conditions & {"Failed", "FailureTarget"}:
+            pods = await calls.job_pods(f.namespace, f.name, f.k8s_uid)
+            codes = [c for c in (exit_code(p) for p in pods) if c is not None]
+            if codes:
+                return ("ended", codes[-1], None)
+            return ("lost", f"the pod of Job {f.namespace}/{f.name} was deleted before it ended")
+        status = obj.get("status") or {}
+        # No pod yet, and the Job controller has looked at it (a startTime; it writes one even when it
+        # could not make the pod): it may be refused (a LimitRange, a ResourceQuota, an invalid spec).
+        # Not looked at yet: it is behind, and its events would say nothing (listing them for every Job
+        # of a long queue slows the API server, and so the Job controller, further).
+        if waited is not None and status.get("startTime") and \
+                not (status.get("active") or status.get("succeeded") or status.get("failed")):
+            uid = obj["metadata"].get("uid")
+            events = await calls.call(backend.api.request, "GET", f"/api/v1/namespaces/{f.namespace}/events",
+                                      query={"fieldSelector": f"involvedObject.uid={uid},reason=FailedCreate"})
+            for event in events.get("items") or []:
+                # e.g. 'Error creating: pods "x" is forbidden: exceeded quota: ...' or '... is invalid: ...'
+                message = " ".join((event.get("message") or "").split()).removeprefix("Error creating: ")
+                # A quota may free up (the Job controller retries); the rest will not.
+                if "exceeded quota" not in message or waited > backend.create_retry_seconds:
+                    await calls.delete(f.kind, f.namespace, f.name, 0, f.k8s_uid)
+                    return ("ended", 1, refusal(f.name, KubernetesError(message, None)))
+        return None
+
+    async def stuck(self, f: Followed, pod: dict, due: float) -> str:
+        """A pod of ours deleted under us is still terminating long after its grace period: report it,
+        delete it with a zero grace period, and let its work be queued again."""
+        calls = self.backend.calls
+        meta, node = pod["metadata"], (pod.get("spec") or {}).get("nodeName")
+        why = (f"its pod {meta['name']} was stuck terminating on {node or 'no node'} for "
+               f"{time.time() - due:.0f} s past its grace period (its kubelet does not answer?); deleted with a "
+               "zero grace period")
+        self.backend.log.warning("%s/%s: %s; its work is queued again", f.namespace, f.name, why)
+        try:
+            await calls.delete(POD, f.namespace, meta["name"], 0, meta.get("uid"))
+        except KubernetesError as err:
+            calls.warn("deleting %s/%s: %s", f.namespace, meta["name"], err=err)
+        return why

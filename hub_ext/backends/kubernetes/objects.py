@@ -1,6 +1,13 @@
-"""The objects the provisioner owns: how they are marked, built and compared. No I/O.
+"""How the objects we make are labelled and named, and how the provisioner's are built and compared. No I/O.
 
-Ownership is a label pair: ``app.kubernetes.io/managed-by=jupyterhub-tenancy`` and
+Training pods (of our Jobs, or bare) carry ``tenancy.jupyter.org/workload=<id>``
+and ``app.kubernetes.io/managed-by=jupyterhub-tenancy``; the spawner puts the
+same workload label on notebook pods, and a pod without it is not ours
+(``foreign``). A Job's pods carry the Job controller's ``job-name`` and
+``controller-uid`` labels; ``key_of`` names the object of ours a pod belongs to.
+
+The provisioner's ownership is a label pair:
+``app.kubernetes.io/managed-by=jupyterhub-tenancy`` and
 ``tenancy.jupyter.org/instance=<instance>`` (one cluster may serve several hubs).
 Objects also carry the annotation ``tenancy.jupyter.org/provisioned-by`` and, for a
 tenant's objects, ``tenancy.jupyter.org/group`` with the hub group's exact name
@@ -39,6 +46,15 @@ OWNED_ANNOTATIONS = (PROVISIONED_BY, GROUP)
 
 RBAC = "rbac.authorization.k8s.io"
 
+#: the engine workload a pod of ours (training or notebook) runs for
+WORKLOAD_LABEL = "tenancy.jupyter.org/workload"
+#: the pods the backend made (training pods: of our Jobs, or bare), and our Jobs
+OURS = f"{MANAGED_BY}={MANAGER},{WORKLOAD_LABEL}"
+# The Job controller's labels on its pods; these (unprefixed) names are set by every version
+# (the batch.kubernetes.io/ ones only since 1.27).
+JOB_NAME_LABEL = "job-name"
+JOB_UID_LABEL = "controller-uid"
+
 #: The first seed's ``ml-developer`` Role, verbatim.
 DEVELOPER_RULES = [
     {"apiGroups": ["", "apps", "batch"], "resources": ["pods", "deployments", "jobs", "services"],
@@ -74,6 +90,14 @@ def label_value(text: str) -> str:
     digest = hashlib.sha256(text.encode()).hexdigest()[:8]
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-_.")[:54].strip("-_.")
     return f"{stem}-{digest}" if stem else digest
+
+
+def key_of(pod: dict) -> tuple[str, str]:
+    """(namespace, name of our object) for a pod of ours: its Job's name, or its own for a bare Pod."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    return meta.get("namespace"), labels.get(JOB_NAME_LABEL) or labels.get("batch.kubernetes.io/job-name") \
+        or meta.get("name")
 
 
 def key(obj: dict) -> tuple[str, str | None, str]:

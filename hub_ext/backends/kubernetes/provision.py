@@ -33,6 +33,10 @@ Rules:
 Everything is synchronous (the ``kubernetes`` client is); the service calls
 ``await provisioner.reconcile_async(tenants)``, which runs it in a thread.
 
+This module is over 500 lines for one reason: ``Provisioner`` is one configurable
+class, and its ``c.Provisioner.*`` traits with their help texts are about 190 of
+them. What it builds and compares is in ``objects``.
+
 Permissions the provisioner's identity needs (a ClusterRole, for the Helm chart):
 ``get, list, create, update, delete`` on namespaces, resourcequotas, limitranges
 (core), roles and rolebindings (rbac.authorization.k8s.io) and priorityclasses
