@@ -117,8 +117,14 @@ def test_groups_with_properties(simple_hub):
     assert group in simple_hub.api("GET", "/users/gina")[1]["groups"]
 
 
-def test_restart_keeps_users_groups_and_tokens_then_stop_cleans_up(hub_factory):
-    hub = hub_factory(config_text=SIMPLE_CONFIG)
+@pytest.fixture
+def hub(hub_factory):
+    """A hub of the simple configuration for one test, which may stop, restart or crash it."""
+    with hub_factory("harness-hub", config_text=SIMPLE_CONFIG) as h:
+        yield h
+
+
+def test_restart_keeps_users_groups_and_tokens_then_stop_cleans_up(hub):
     hub.ensure_user("carol")
     assert hub.api("POST", "/groups/ml", {"users": ["carol"]})[0] == 201
     assert hub.api("PUT", "/groups/ml/properties", {"namespace": "ml"})[0] == 200
@@ -140,10 +146,9 @@ def test_restart_keeps_users_groups_and_tokens_then_stop_cleans_up(hub_factory):
     assert not hub.running
 
 
-def test_stop_cleans_up_after_a_crashed_hub(hub_factory):
+def test_stop_cleans_up_after_a_crashed_hub(hub):
     """The proxy and the single-user servers run in sessions of their own: after the hub
     is SIGKILLed they survive it, and stop() must still find and end them."""
-    hub = hub_factory(config_text=SIMPLE_CONFIG)
     hub.start_server("dave")
     hub.wait_server_ready("dave")
     roles = _by_role(hub)

@@ -20,18 +20,16 @@ import pytest
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
-from demo_hub import leaf_used, start_demo_hub, svc, token, wait_for
+from demo_hub import leaf_used, svc, token
 from harness import free_port
 from kernel import run_code
+from waiting import wait_for
 
 
 @pytest.fixture(scope="module")
-def hub(chp_path, tmp_path_factory):
-    h = start_demo_hub(chp_path, tmp_path_factory.mktemp("lab-hub"))
-    try:
+def hub(hub_factory):
+    with hub_factory("lab-hub") as h:
         yield h
-    finally:
-        h.stop()
 
 
 def lab_api(hub, user: str, path: str, method: str = "GET", body=None):
