@@ -44,18 +44,21 @@ def wait_for(check, what: str, timeout: float = TIMEOUT, interval: float = 0.25,
 
 
 async def until(check, what: str, timeout: float = TIMEOUT, interval: float = 0.25, show=None, tick=None,
-                in_thread: bool = False):
+                in_thread: bool = False, times: int = 1):
     """``wait_for`` on the event loop: ``check`` may return an awaitable; with ``in_thread`` it is a
-    blocking function run in a thread. ``tick()`` (a controller's pass, say) runs before each try."""
+    blocking function run in a thread. ``tick()`` (a controller's pass, say) runs before each try.
+    With ``times``, the check must hold that many tries in a row (a state that has settled)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
+    held = 0
     while True:
         if tick is not None:
             tick()
         last = await asyncio.to_thread(check) if in_thread else check()
         if inspect.isawaitable(last):
             last = await last
-        if last:
+        held = held + 1 if last else 0
+        if held >= times:
             return last
         if loop.time() >= deadline:
             state = show() if show is not None else last
@@ -68,3 +71,11 @@ async def until(check, what: str, timeout: float = TIMEOUT, interval: float = 0.
 async def k8s(fn, *args, **kwargs):
     """A call of the kubernetes client (blocking) in a thread, with a request timeout."""
     return await asyncio.to_thread(fn, *args, _request_timeout=CALL_TIMEOUT, **kwargs)
+
+
+async def quiet_passes(tick, passes: int = 3, interval: float = 0.3) -> None:
+    """``passes`` passes of a controller (``tick()``), ``interval`` apart, for a test that then checks
+    that they changed nothing: a fixed time on purpose, as there is no event to wait for."""
+    for _ in range(passes):
+        tick()
+        await asyncio.sleep(interval)

@@ -4,23 +4,16 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from importlib.metadata import version
 
 import pytest
 
 from harness import SIMPLE_CONFIG, HubError, proc_alive
+from waiting import wait_for
 
 
 def _alive(pids: dict[int, int]) -> dict[int, int]:
     return {p: i for p, i in pids.items() if proc_alive(p, i)}
-
-
-def _wait_gone(pids: dict[int, int], timeout: float = 10) -> dict[int, int]:
-    deadline = time.monotonic() + timeout
-    while _alive(pids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return _alive(pids)
 
 
 def _by_role(hub) -> dict[str, dict[int, int]]:
@@ -98,7 +91,7 @@ def test_single_user_server_through_the_proxy(simple_hub):
 
     simple_hub.stop_server(user)
     assert simple_hub.server_model(user) is None
-    assert not _wait_gone({pid: None}), "single-user server still running after stop"
+    wait_for(lambda: not _alive({pid: None}), "the single-user server to end after stop", 10, 0.1)
 
 
 def test_groups_with_properties(simple_hub):

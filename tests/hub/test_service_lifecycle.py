@@ -47,7 +47,7 @@ def test_the_service_exits_soon_after_its_hub_is_killed(hub):
     assert "has exited: the tenancy service exits" in hub.log_path.read_text(errors="replace")
 
 
-def test_a_hub_killed_and_started_again_runs_exactly_one_service_that_service_answers(hub):
+def test_a_hub_killed_and_started_again_runs_exactly_one_service_that_answers(hub):
     assert svc(hub, "alice", "GET", "/me")[0] == 200
     [old] = service_pids(hub)
     kill_hub(hub)
