@@ -1,6 +1,7 @@
 """Waiting in the tests of every tier: a poll of a condition with a deadline, on the test's
-thread (``wait_for``) or on its event loop (``until``), and calls of a blocking client that
-cannot hang a test (``k8s``).
+thread (``wait_for``) or on its event loop (``until``); calls of a blocking client that
+cannot hang a test (``k8s``); and ``quiet_passes``, the one fixed wait, for tests that check
+that nothing happens.
 
 The deadline is generous (a minute unless the caller knows better): on two cores shared by a
 hub, its proxy, a control plane and a browser, what takes a second alone takes ten. A wait

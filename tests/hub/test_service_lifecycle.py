@@ -59,7 +59,7 @@ def test_a_hub_killed_and_started_again_runs_exactly_one_service_that_answers(hu
     hub.tokens.clear()  # alice's token still works, but log in afresh as a user would
     status, me = svc(hub, "alice", "GET", "/me")
     assert status == 200 and me["name"] == "alice"
-    time.sleep(5)  # no crash loop behind it: still the same one process
+    time.sleep(5)  # no crash loop behind it: 5 s in which nothing may change, fixed on purpose
     assert service_pids(hub) == [new] and service_answers(hub)
 
 
