@@ -22,7 +22,7 @@ CALL_TIMEOUT = 15
 
 
 def _timed_out(what: str, timeout: float, last) -> AssertionError:
-    return AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last: {last!r}")
+    return AssertionError(f"timed out after {timeout:g} s waiting for {what}; last: {last!r}")
 
 
 def wait_for(check, what: str, timeout: float = TIMEOUT, interval: float = 0.25, show=None, ignore=()):
