@@ -21,10 +21,11 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
+
+from waiting import wait_for
 
 SKIP = os.environ.get("TENANCY_SKIP_POSTGRES") == "1"
 SKIP_REASON = "TENANCY_SKIP_POSTGRES=1 asks to skip the PostgreSQL tests"
@@ -87,18 +88,15 @@ class PostgresServer:
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=self.base,
             start_new_session=True, **self._run_as())
         log.close()
-        deadline = time.monotonic() + 60
-        while True:
+
+        def accepts():
             if self.proc.poll() is not None:
                 pytest.fail(f"postgres exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}", pytrace=False)
-            try:
-                with self.connect("postgres"):
-                    return self
-            except Exception:  # noqa: BLE001 - not up yet
-                if time.monotonic() > deadline:
-                    pytest.fail(f"postgres did not accept connections in 60 s: {self.log.read_text()[-2000:]}",
-                                pytrace=False)
-                time.sleep(0.2)
+            with self.connect("postgres"):  # raises while it is not up yet
+                return True
+        wait_for(accepts, "postgres to accept connections", 60, 0.2, show=lambda: self.log.read_text()[-2000:],
+                 ignore=Exception)
+        return self
 
     def connect(self, dbname: str):
         import psycopg

@@ -16,6 +16,7 @@ from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
 
 from hub_ext.service.hub import HubClient
+from waiting import until
 
 
 class _Users(web.RequestHandler):
@@ -47,7 +48,7 @@ async def test_callers_that_miss_the_cache_together_share_one_request(hub_api):
     url, asked, gate = hub_api
     hub = HubClient(url, "secret", cache_seconds=60)
     callers = [asyncio.ensure_future(hub.user("ann")) for _ in range(5)]
-    await asyncio.sleep(0.2)  # all five are waiting for the hub now
+    await until(lambda: asked, "the hub to be asked")  # and held there: all five are waiting for it now
     gate.set()
     models = await asyncio.gather(*callers)
     assert asked == ["ann"]
@@ -61,7 +62,7 @@ async def test_a_cancelled_caller_leaves_the_others_their_answer(hub_api):
     url, asked, gate = hub_api
     hub = HubClient(url, "secret", cache_seconds=60)
     first, second = asyncio.ensure_future(hub.user("bob")), asyncio.ensure_future(hub.user("bob"))
-    await asyncio.sleep(0.2)
+    await until(lambda: asked, "the hub to be asked")  # the request in flight, held there
     first.cancel()
     gate.set()
     assert (await second)["name"] == "bob"

@@ -22,6 +22,7 @@ from hub_ext.backends.local.backend import LocalBackend, _alive, _read_exit
 from hub_ext.backends.local.workdir import UnsafeFile, make_workdir, open_owned, read_owned
 from hub_ext.quota.errors import ValidationError
 from hub_ext.tenants import Tenant
+from waiting import wait_for
 
 STUBBORN = "import signal, time\nsignal.signal(signal.SIGTERM, lambda *a: print('got SIGTERM', flush=True))\n" \
            "print('started', flush=True)\ntime.sleep(60)\n"
@@ -35,10 +36,7 @@ def _run(tmp_path, script):
     proc = subprocess.Popen([sys.executable, "-m", "hub_ext.backends.local.runner", str(exit_file), "--",
                              sys.executable, "-c", script], stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
-    deadline = time.monotonic() + 20
-    while b"started" not in (tmp_path / "pod.log").read_bytes():
-        assert time.monotonic() < deadline, "the process did not start"
-        time.sleep(0.05)
+    wait_for(lambda: b"started" in (tmp_path / "pod.log").read_bytes(), "the process to start", 20, 0.05)
     return proc, exit_file
 
 

@@ -19,6 +19,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from hub_ext.service.store import Store, describe_url
+from waiting import wait_for
 
 ROOT = Path(os.environ.get("TENANCY_TEST_ROOT", Path(__file__).resolve().parents[1]))
 
@@ -47,13 +48,13 @@ def healthy(port: int) -> bool:
 
 
 def wait_healthy(proc: subprocess.Popen, port: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not healthy(port):
+    def answers():
+        if healthy(port):
+            return True
         if proc.poll() is not None:
             pytest.fail(f"tenancy serve exited with {proc.returncode}: {proc.stderr.read()}")
-        if time.monotonic() > deadline:
-            pytest.fail("tenancy serve did not answer in time")
-        time.sleep(0.2)
+        return False
+    wait_for(answers, "tenancy serve to answer its health check", timeout, 0.2)
 
 
 def stop(proc: subprocess.Popen) -> str:
@@ -165,10 +166,10 @@ def test_a_port_freed_while_waiting_is_taken(tmp_path):
         proc = serve(tmp_path, f"sqlite:///{tmp_path}/t.sqlite", port, "--TenancyService.lock_wait_seconds=60",
                      stderr=err)
     try:
-        deadline = time.monotonic() + 60
-        while f"port {port} on 127.0.0.1 is in use: waiting up to 60 s" not in log.read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
+        def says_it_waits():
+            assert proc.poll() is None, log.read_text()
+            return f"port {port} on 127.0.0.1 is in use: waiting up to 60 s" in log.read_text()
+        wait_for(says_it_waits, "tenancy serve to say it waits for the port", 60, 0.1, show=log.read_text)
         holder.close()
         wait_healthy(proc, port)
     finally:

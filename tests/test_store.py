@@ -25,6 +25,7 @@ from hub_ext.backends.local import LocalBackend
 from hub_ext.service.controller import Controller, Identity
 from hub_ext.service.lock import AlreadyRunning, InstanceLock, process_info
 from hub_ext.service.store import EventRow, PodRow, Store, StoreError, WorkloadRow, encode_continue
+from waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 LOG = logging.getLogger("tenancy.test")
@@ -300,9 +301,8 @@ if os.fork() == 0:  # the child holds the lock; its parent exits, as a hub kille
     open(ready, "w").write(str(os.getpid()))
     time.sleep(120)
     os._exit(0)
-while not os.path.exists(ready):
+while not (os.path.exists(ready) and open(ready).read()):  # the pid written whole: one short write
     time.sleep(0.05)
-time.sleep(0.2)
 """
 
 
@@ -317,10 +317,7 @@ def test_an_orphaned_holder_is_stopped_and_its_lock_taken(db_url, tmp_path):
         lock = InstanceLock(db_url).acquire(20, LOG)
         assert time.monotonic() - started < 15
         lock.release()
-        deadline = time.monotonic() + 10
-        while process_info(orphan) is not None:
-            assert time.monotonic() < deadline, "the orphan was not stopped"
-            time.sleep(0.1)
+        wait_for(lambda: process_info(orphan) is None, "the orphan to be stopped", 10, 0.1)
     finally:
         if process_info(orphan) is not None:
             os.kill(orphan, signal.SIGKILL)

@@ -8,10 +8,11 @@ not a skip.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, ContextManager, Iterator
 
 import pytest
 
@@ -19,7 +20,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import harness  # noqa: E402
+from demo_hub import ROOT, service_answers  # noqa: E402
 from harness import SIMPLE_CONFIG, HubError, RealHub  # noqa: E402
+from waiting import wait_for  # noqa: E402
 
 SKIP = os.environ.get("TENANCY_SKIP_HUB") == "1"
 
@@ -48,57 +51,55 @@ def chp_path() -> str:
         )
 
 
-def _start(hub: RealHub) -> RealHub:
-    try:
-        return hub.start()
-    except HubError as e:
-        pytest.fail(f"hub did not start: {e}", pytrace=False)
+@pytest.fixture(scope="session")
+def hub_factory(chp_path, tmp_path_factory) -> Callable[..., ContextManager[RealHub]]:
+    """``with hub_factory(name, ...) as hub:`` a running hub in a fresh work dir, stopped when the
+    block ends: a module-scoped fixture's hub lives for its module, a test's for its test.
 
+    ``hub_factory(name, *, extra_config="", env=None, work=None, root=ROOT, **kwargs)`` is the
+    demo's hub (``root``/demo/jupyterhub_config.py; the demo's users, password ``demo``), its
+    tenancy service answering, its state in the work dir, notebooks warned 2 s before they are
+    stopped; ``env`` adds to that environment (``{"TENANCY_HISTORY_SECONDS": "1"}``),
+    ``extra_config`` to its configuration; ``work`` is a work dir of the caller's; a ``root``
+    other than this checkout runs that tree's demo and code. ``hub.tokens`` keeps the users' tokens.
 
-def _make_hub(
-    chp_path: str,
-    workdir: Path,
-    config: str | os.PathLike[str] | None = None,
-    *,
-    config_text: str | None = None,
-    **kwargs: Any,
-) -> RealHub:
-    if config_text is not None:
-        if config is not None:
-            raise ValueError("pass config or config_text, not both")
-        config = workdir / "jupyterhub_config.py"
-        Path(config).write_text(config_text)
-    return RealHub(config, workdir, chp_path=chp_path, **kwargs)
+    ``hub_factory(name, config_text=SIMPLE_CONFIG)`` is a hub of that configuration instead.
+    ``kwargs`` go to ``RealHub`` (``admin_token``, ...).
+    """
 
+    @contextlib.contextmanager
+    def run(name: str, *, config_text: str | None = None, extra_config: str = "",
+            env: dict[str, str] | None = None, work: Path | None = None, root: Path = ROOT,
+            **kwargs: Any) -> Iterator[RealHub]:
+        work = Path(work) if work is not None else tmp_path_factory.mktemp(name)
+        if config_text is not None:
+            config = work / "jupyterhub_config.py"
+            config.write_text(config_text)
+            env = dict(env or {})
+        else:
+            config = root / "demo" / "jupyterhub_config.py"
+            env = {"TENANCY_DEMO_STATE": str(work / "state"), "TENANCY_SERVICE_PORT": str(harness.free_port()),
+                   "TENANCY_NOTEBOOK_WARNING_SECONDS": "2", **({"PYTHONPATH": str(root)} if root != ROOT else {}),
+                   **(env or {})}
+        hub = RealHub(config, work, chp_path=chp_path, env=env, extra_config=extra_config, **kwargs)
+        try:
+            try:
+                hub.start()
+            except HubError as e:
+                pytest.fail(f"hub did not start: {e}", pytrace=False)
+            if config_text is None:
+                hub.tokens = {}
+                wait_for(lambda: service_answers(hub), "the tenancy service to answer")
+            yield hub
+        finally:
+            hub.stop()
 
-@pytest.fixture
-def hub_factory(chp_path, tmp_path_factory) -> Iterator[Callable[..., RealHub]]:
-    """``hub_factory(config=None, *, config_text=None, start=True, **RealHub kwargs)``
-    (``extra_config``, ``env``, ``admin_token``, ...) → a ``RealHub`` in a fresh work dir,
-    started unless ``start=False``; every hub made is stopped at teardown.
-    ``config_text`` (e.g. ``harness.SIMPLE_CONFIG``) is written to
-    ``WORKDIR/jupyterhub_config.py`` and used as the config file."""
-    hubs: list[RealHub] = []
-
-    def make(config=None, *, start: bool = True, **kwargs: Any) -> RealHub:
-        hub = _make_hub(chp_path, tmp_path_factory.mktemp("hub"), config, **kwargs)
-        hubs.append(hub)
-        return _start(hub) if start else hub
-
-    yield make
-    for hub in reversed(hubs):
-        hub.stop()
+    return run
 
 
 @pytest.fixture(scope="module")
-def simple_hub(chp_path, tmp_path_factory) -> Iterator[RealHub]:
+def simple_hub(hub_factory) -> Iterator[RealHub]:
     """A running hub shared by a test module: DummyAuthenticator (password ``pw``),
     SimpleLocalProcessSpawner (homes under the work dir), named servers allowed."""
-    hub = _make_hub(
-        chp_path, tmp_path_factory.mktemp("simple-hub"), config_text=SIMPLE_CONFIG
-    )
-    _start(hub)
-    try:
+    with hub_factory("simple-hub", config_text=SIMPLE_CONFIG) as hub:
         yield hub
-    finally:
-        hub.stop()

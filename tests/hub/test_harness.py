@@ -4,23 +4,16 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from importlib.metadata import version
 
 import pytest
 
 from harness import SIMPLE_CONFIG, HubError, proc_alive
+from waiting import wait_for
 
 
 def _alive(pids: dict[int, int]) -> dict[int, int]:
     return {p: i for p, i in pids.items() if proc_alive(p, i)}
-
-
-def _wait_gone(pids: dict[int, int], timeout: float = 10) -> dict[int, int]:
-    deadline = time.monotonic() + timeout
-    while _alive(pids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return _alive(pids)
 
 
 def _by_role(hub) -> dict[str, dict[int, int]]:
@@ -98,7 +91,7 @@ def test_single_user_server_through_the_proxy(simple_hub):
 
     simple_hub.stop_server(user)
     assert simple_hub.server_model(user) is None
-    assert not _wait_gone({pid: None}), "single-user server still running after stop"
+    wait_for(lambda: not _alive({pid: None}), "the single-user server to end after stop", 10, 0.1)
 
 
 def test_groups_with_properties(simple_hub):
@@ -117,8 +110,14 @@ def test_groups_with_properties(simple_hub):
     assert group in simple_hub.api("GET", "/users/gina")[1]["groups"]
 
 
-def test_restart_keeps_users_groups_and_tokens_then_stop_cleans_up(hub_factory):
-    hub = hub_factory(config_text=SIMPLE_CONFIG)
+@pytest.fixture
+def hub(hub_factory):
+    """A hub of the simple configuration for one test, which may stop, restart or crash it."""
+    with hub_factory("harness-hub", config_text=SIMPLE_CONFIG) as h:
+        yield h
+
+
+def test_restart_keeps_users_groups_and_tokens_then_stop_cleans_up(hub):
     hub.ensure_user("carol")
     assert hub.api("POST", "/groups/ml", {"users": ["carol"]})[0] == 201
     assert hub.api("PUT", "/groups/ml/properties", {"namespace": "ml"})[0] == 200
@@ -140,10 +139,9 @@ def test_restart_keeps_users_groups_and_tokens_then_stop_cleans_up(hub_factory):
     assert not hub.running
 
 
-def test_stop_cleans_up_after_a_crashed_hub(hub_factory):
+def test_stop_cleans_up_after_a_crashed_hub(hub):
     """The proxy and the single-user servers run in sessions of their own: after the hub
     is SIGKILLed they survive it, and stop() must still find and end them."""
-    hub = hub_factory(config_text=SIMPLE_CONFIG)
     hub.start_server("dave")
     hub.wait_server_ready("dave")
     roles = _by_role(hub)

@@ -31,8 +31,9 @@ from pathlib import Path
 
 import pytest
 
-from demo_hub import API, service_pid, start_demo_hub, svc, token, wait_for
+from demo_hub import API, service_pid, svc, token
 from harness import free_port
+from waiting import wait_for
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="per-user accounts need root (CI and the project's machine "
                                                       "run the tests as root)")
@@ -102,20 +103,19 @@ raise SystemExit(3 if leaked else 0)
 
 
 @pytest.fixture(scope="module")
-def hub(chp_path):
+def hub(hub_factory):
     if os.geteuid() != 0:
         pytest.skip("per-user accounts need root")
     work = Path(tempfile.mkdtemp(prefix="tenancy-isolation-", dir="/tmp"))
     os.chmod(work, 0o711)
-    h = start_demo_hub(chp_path, work)
-    # The harness's own files (its config holds its admin token) are not the product's: keep them ours.
-    for path in (h.config_path, h.log_path):
-        os.chmod(path, 0o600)
-    h.state = work / "state"
     try:
-        yield h
+        with hub_factory("isolation-hub", work=work) as h:
+            # The harness's own files (its config holds its admin token) are not the product's: keep them ours.
+            for path in (h.config_path, h.log_path):
+                os.chmod(path, 0o600)
+            h.state = work / "state"
+            yield h
     finally:
-        h.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 

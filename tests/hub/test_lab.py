@@ -11,27 +11,25 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from urllib.parse import urlparse
 
+import psutil
 import pytest
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
-from demo_hub import leaf_used, start_demo_hub, svc, token, wait_for
+from demo_hub import leaf_used, svc, token
 from harness import free_port
 from kernel import run_code
+from waiting import wait_for
 
 
 @pytest.fixture(scope="module")
-def hub(chp_path, tmp_path_factory):
-    h = start_demo_hub(chp_path, tmp_path_factory.mktemp("lab-hub"))
-    try:
+def hub(hub_factory):
+    with hub_factory("lab-hub") as h:
         yield h
-    finally:
-        h.stop()
 
 
 def lab_api(hub, user: str, path: str, method: str = "GET", body=None):
@@ -87,18 +85,35 @@ def test_the_server_extension_shows_my_team_with_the_servers_own_token(hub):
                        token=token(hub, "bob")).status_code in (302, 403)
 
 
+def relays_the_service(hub, user: str) -> bool:
+    """Whether the user's server holds a connection to the tenancy service. Its calls for a snapshot
+    close theirs once answered: after the page's first snapshot, one held is the service's event
+    stream, which the server relays to the page."""
+    port = int(hub.extra_env["TENANCY_SERVICE_PORT"])
+    for pid in hub.processes():
+        try:
+            proc = psutil.Process(pid)
+            if proc.environ().get("JUPYTERHUB_USER") == user and any(
+                    c.status == psutil.CONN_ESTABLISHED and c.raddr and c.raddr.port == port
+                    for c in proc.net_connections("tcp")):
+                return True
+        except psutil.Error:  # gone meanwhile, or not ours to read
+            continue
+    return False
+
+
 def test_changes_stream_to_the_page_through_the_server(hub):
     submitted = {}
 
-    def submit():
-        time.sleep(1.0)
-        submitted.update(lab_api(hub, "alice", "workloads", "POST", {
-            "command": ["sleep", "60"], "name": "streamed", "resources": {"requests": {"cpu": "1"}}})[1])
+    def until(name, data):
+        if not submitted:  # the page has its first snapshot; once the server follows the service, a change
+            wait_for(lambda: relays_the_service(hub, "alice"), "alice's server to follow the service's events")
+            submitted.update(lab_api(hub, "alice", "workloads", "POST", {
+                "command": ["sleep", "60"], "name": "streamed", "resources": {"requests": {"cpu": "1"}}})[1])
+            return False
+        return name == "state" and any(w["id"] == submitted["id"] for w in data["workloads"])
 
-    threading.Thread(target=submit, daemon=True).start()
-    seen = read_events(hub.server_url("alice") + "tenancy/api/events", token(hub, "alice"),
-                       until=lambda name, data: name == "state" and bool(submitted)
-                       and any(w["id"] == submitted["id"] for w in data["workloads"]))
+    seen = read_events(hub.server_url("alice") + "tenancy/api/events", token(hub, "alice"), until=until)
     assert seen[0][0] == "state" and seen[0][1]["ok"]  # a snapshot at once
     job = next(data for name, data in seen if name == "workload" and data["id"] == submitted["id"])
     assert job["name"] == "streamed" and job["namespace"] == "team-a"
@@ -147,7 +162,8 @@ def test_a_job_that_would_stop_my_own_server_asks_first(hub):
 
 
 
-def test_tenancy_works_in_a_lab_terminal(hub):
+@pytest.mark.asyncio
+async def test_tenancy_works_in_a_lab_terminal(hub):
     base = hub.server_url("alice").rstrip("/")
     tok = token(hub, "alice")
     r = hub.request("POST", f"{base}/api/terminals", token=tok, json={})
@@ -178,7 +194,7 @@ def test_tenancy_works_in_a_lab_terminal(hub):
             conn.close()
         return screen
 
-    screen = asyncio.run(session())
+    screen = await session()
     output = screen.split("END-$((40+2))-$?")[-1].split("END-42-0")[0]
     assert "command not found" not in output and "ID" in output and "NAMESPACE" in output, screen[-2000:]
     hub.request("DELETE", f"{base}/api/terminals/{name}", token=tok)

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from browser import browser, logged_in, shot  # noqa: F401 - the fixture
-from demo_hub import leaf_used, start_demo_hub, svc, token, wait_for
+from demo_hub import leaf_used, svc, token
 from hub_ext.backends.local.accounts import account_name, running_as_root
+from waiting import wait_for
 
 WARNING_SECONDS = 20  # the demo's default is 60; long enough here to see and to save in
 # A JupyterLab workspace of this run's own: the account's home outlives test runs, and with it
@@ -25,13 +26,9 @@ WORKSPACE = f"test-{secrets.token_hex(3)}"
 
 
 @pytest.fixture(scope="module")
-def hub(chp_path, tmp_path_factory):
-    h = start_demo_hub(chp_path, tmp_path_factory.mktemp("lab-browser-hub"),
-                       TENANCY_NOTEBOOK_WARNING_SECONDS=str(WARNING_SECONDS))
-    try:
+def hub(hub_factory):
+    with hub_factory("lab-browser-hub", env={"TENANCY_NOTEBOOK_WARNING_SECONDS": str(WARNING_SECONDS)}) as h:
         yield h
-    finally:
-        h.stop()
 
 
 @pytest.fixture(scope="module")

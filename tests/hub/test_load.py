@@ -10,16 +10,13 @@ import sys
 
 import pytest
 
-from demo_hub import ROOT, start_demo_hub, svc, token
+from demo_hub import ROOT, svc, token
 
 
 @pytest.fixture(scope="module")
-def hub(chp_path, tmp_path_factory):
-    h = start_demo_hub(chp_path, tmp_path_factory.mktemp("load-hub"))
-    try:
+def hub(hub_factory):
+    with hub_factory("load-hub") as h:
         yield h
-    finally:
-        h.stop()
 
 
 @pytest.mark.asyncio

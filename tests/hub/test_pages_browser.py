@@ -14,7 +14,8 @@ import sys
 import pytest
 
 from browser import browser, logged_in, shot  # noqa: F401 - the fixture
-from demo_hub import ROOT, leaf_used, start_demo_hub, svc, token, wait_for
+from demo_hub import ROOT, leaf_used, svc, token
+from waiting import wait_for
 
 PAGES = "/services/tenancy/"
 NARROW = {"width": 390, "height": 844}
@@ -33,12 +34,9 @@ def state(hub, wid):
 
 
 @pytest.fixture(scope="module")
-def hub(chp_path, tmp_path_factory):
-    h = start_demo_hub(chp_path, tmp_path_factory.mktemp("pages-hub"), TENANCY_HISTORY_SECONDS="1")
-    try:
+def hub(hub_factory):
+    with hub_factory("pages-hub", env={"TENANCY_HISTORY_SECONDS": "1"}) as h:
         yield h
-    finally:
-        h.stop()
 
 
 @pytest.fixture(scope="module")

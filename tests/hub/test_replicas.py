@@ -17,21 +17,19 @@ from pathlib import Path
 
 import pytest
 
-from demo_hub import service_pid, start_demo_hub, wait_for
+from demo_hub import service_pid
 from harness import free_port, get_cookie, new_session
+from waiting import wait_for
 
 TOKEN = secrets.token_hex(32)
 COOKIE = "service-tenancy"  # HubOAuth's cookie, set at the service's OAuth callback
 
 
 @pytest.fixture(scope="module")
-def hub(chp_path, tmp_path_factory):
-    h = start_demo_hub(chp_path, tmp_path_factory.mktemp("replicas-hub"), extra_config=(
-        f"[_s for _s in c.JupyterHub.services if _s['name'] == 'tenancy'][0]['api_token'] = {TOKEN!r}"))
-    try:
+def hub(hub_factory):
+    with hub_factory("replicas-hub", extra_config=(
+            f"[_s for _s in c.JupyterHub.services if _s['name'] == 'tenancy'][0]['api_token'] = {TOKEN!r}")) as h:
         yield h
-    finally:
-        h.stop()
 
 
 def replica(hub, state: Path, *options: str) -> tuple[subprocess.Popen, str]:

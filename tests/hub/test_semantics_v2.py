@@ -10,16 +10,14 @@ import sys
 
 import pytest
 
-from demo_hub import API, leaf_used, start_demo_hub, svc, token, wait_for
+from demo_hub import API, leaf_used, svc, token
+from waiting import wait_for
 
 
 @pytest.fixture(scope="module")
-def hub(chp_path, tmp_path_factory):
-    h = start_demo_hub(chp_path, tmp_path_factory.mktemp("v2-hub"))
-    try:
+def hub(hub_factory):
+    with hub_factory("v2-hub") as h:
         yield h
-    finally:
-        h.stop()
 
 
 def submit(hub, user, cpu, **extra):

@@ -13,53 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from conftest import _make_hub, _start
-from demo_hub import wait_for
-from harness import free_port, proc_alive
+from demo_hub import service_answers, svc
+from harness import proc_alive
+from waiting import wait_for
 
 ROOT = Path(os.environ.get("TENANCY_TEST_ROOT", Path(__file__).resolve().parents[2]))
-API = "/services/tenancy/api/v1"
 
 
 @pytest.fixture
-def demo_hub(chp_path, tmp_path_factory):
-    hubs = []
-
-    def make():
-        work = tmp_path_factory.mktemp("lifecycle-hub")
-        env = {"TENANCY_DEMO_STATE": str(work / "state"), "TENANCY_SERVICE_PORT": str(free_port())}
-        if "TENANCY_TEST_ROOT" in os.environ:  # checking an older tree: its code, not the installed one
-            env["PYTHONPATH"] = str(ROOT)
-        hub = _make_hub(chp_path, work, ROOT / "demo" / "jupyterhub_config.py", env=env)
-        hubs.append(hub)
-        _start(hub)
-        hub.tokens = {}
-        wait_for(lambda: answers(hub), "the tenancy service to answer")
-        return hub
-
-    yield make
-    for hub in hubs:
-        hub.stop()
-
-
-def answers(hub) -> bool:
-    try:
-        return hub.request("GET", f"{API}/health", timeout=5).status_code == 200
-    except Exception:  # noqa: BLE001 - the proxy or the service is not there (yet)
-        return False
-
-
-def token(hub, user: str) -> str:
-    if user not in hub.tokens:
-        hub.login(user, "demo")  # group membership comes from the authenticator at login
-        hub.tokens[user] = hub.token_for(user)
-    return hub.tokens[user]
-
-
-def svc(hub, user: str, method: str, path: str, json=None):
-    r = hub.request(method, API + path, token=token(hub, user), json=json)
-    body = r.json() if r.headers.get("Content-Type", "").startswith("application/json") else r.text
-    return r.status_code, body
+def hub(hub_factory):
+    with hub_factory("lifecycle-hub", root=ROOT) as h:  # TENANCY_TEST_ROOT: an older tree's demo and code
+        yield h
 
 
 def service_pids(hub) -> list[int]:
@@ -74,8 +38,7 @@ def kill_hub(hub) -> None:
     hub.proc.wait(10)
 
 
-def test_the_service_exits_soon_after_its_hub_is_killed(demo_hub):
-    hub = demo_hub()
+def test_the_service_exits_soon_after_its_hub_is_killed(hub):
     [pid] = service_pids(hub)
     kill_hub(hub)
     started = time.monotonic()
@@ -84,25 +47,23 @@ def test_the_service_exits_soon_after_its_hub_is_killed(demo_hub):
     assert "has exited: the tenancy service exits" in hub.log_path.read_text(errors="replace")
 
 
-def test_a_hub_killed_and_started_again_runs_exactly_one_service_that_answers(demo_hub):
-    hub = demo_hub()
+def test_a_hub_killed_and_started_again_runs_exactly_one_service_that_answers(hub):
     assert svc(hub, "alice", "GET", "/me")[0] == 200
     [old] = service_pids(hub)
     kill_hub(hub)
     hub.start()  # same ports, database and state: the new hub starts its own service
-    wait_for(lambda: answers(hub), "the service after the hub restart", timeout=90)
+    wait_for(lambda: service_answers(hub), "the service after the hub restart", timeout=90)
     assert not proc_alive(old)
     [new] = service_pids(hub)
     assert new != old
     hub.tokens.clear()  # alice's token still works, but log in afresh as a user would
     status, me = svc(hub, "alice", "GET", "/me")
     assert status == 200 and me["name"] == "alice"
-    time.sleep(5)  # no crash loop behind it: still the same one process
-    assert service_pids(hub) == [new] and answers(hub)
+    time.sleep(5)  # no crash loop behind it: 5 s in which nothing may change, fixed on purpose
+    assert service_pids(hub) == [new] and service_answers(hub)
 
 
-def test_a_bad_row_is_quarantined_and_the_service_serves_the_others(demo_hub):
-    hub = demo_hub()
+def test_a_bad_row_is_quarantined_and_the_service_serves_the_others(hub):
     # jobs that wait for good (more GPUs than any node has: inadmissible), so that nothing runs behind the test's back
     body = {"command": ["sleep", "1"], "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "16"}}}
     good, bad = (svc(hub, "alice", "POST", "/workloads", {**body, "name": name})[1] for name in ("good", "bad"))
@@ -112,7 +73,7 @@ def test_a_bad_row_is_quarantined_and_the_service_serves_the_others(demo_hub):
         conn.execute("UPDATE workloads SET spec = '{\"kind\": \"training\", oops' WHERE id = ?", (bad["id"],))
     [pid] = service_pids(hub)
     os.kill(pid, signal.SIGKILL)  # the hub starts it again; it reads the database at start
-    wait_for(lambda: service_pids(hub) not in ([], [pid]) and answers(hub), "the service to come back", timeout=90)
+    wait_for(lambda: service_pids(hub) not in ([], [pid]) and service_answers(hub), "the service to come back", timeout=90)
     status, got = svc(hub, "alice", "GET", f"/workloads/{good['id']}")
     assert status == 200 and (got["state"], got["reason"], got["message"]) == ("Pending", "inadmissible", good["message"])
     assert svc(hub, "alice", "GET", f"/workloads/{bad['id']}")[0] == 404

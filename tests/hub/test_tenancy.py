@@ -19,17 +19,15 @@ from pathlib import Path
 
 import pytest
 
-from demo_hub import API, service_pid, start_demo_hub, svc, token, wait_for
+from demo_hub import API, service_pid, svc, token
 from kernel import run_code
+from waiting import wait_for
 
 
 @pytest.fixture(scope="module")
-def hub(chp_path, tmp_path_factory):
-    h = start_demo_hub(chp_path, tmp_path_factory.mktemp("tenancy-hub"))
-    try:
+def hub(hub_factory):
+    with hub_factory("tenancy-hub") as h:
         yield h
-    finally:
-        h.stop()
 
 
 def read_sse(hub, path: str, tok: str, until, timeout: float = 30) -> list[dict]:

@@ -15,20 +15,18 @@ import time
 import pytest
 
 from browser import browser, logged_in, shot  # noqa: F401 - the fixture
-from demo_hub import API, leaf_used, start_demo_hub, svc, token, wait_for
+from demo_hub import API, leaf_used, svc, token
 from harness import free_port
 from kernel import run_code
+from waiting import wait_for
 
 SMALL = {"profile": "small"}  # 5 CPUs
 
 
 @pytest.fixture(scope="module")
-def hub(chp_path, tmp_path_factory):
-    h = start_demo_hub(chp_path, tmp_path_factory.mktemp("trust-hub"))
-    try:
+def hub(hub_factory):
+    with hub_factory("trust-hub") as h:
         yield h
-    finally:
-        h.stop()
 
 
 def notebook_of(hub, user, server=""):

@@ -1,7 +1,8 @@
 """Fixtures for tests against a real local Kubernetes control plane.
 
 The binaries come from ``tools/controlplane/build.sh``. Set ``TENANCY_SKIP_K8S=1`` to
-skip this tier; otherwise missing binaries are an error, not a skip.
+skip this tier; otherwise missing binaries are an error, not a skip. The tier runs under the
+project's pytest settings (pyproject.toml), alone too: ``pytest tests/k8s``.
 """
 
 from __future__ import annotations

@@ -7,8 +7,7 @@ instance labelled (namespaces, PriorityClasses) straight through the API.
 
 from __future__ import annotations
 
-import asyncio
-import time
+import functools
 import uuid
 
 import pytest
@@ -19,32 +18,13 @@ from hub_ext.backends.kubernetes import Provisioner
 from hub_ext.backends.kubernetes.objects import INSTANCE, MANAGED_BY, MANAGER
 from hub_ext.tenants import Tenant
 
-
-async def until(check, what, timeout=30.0, tick=None):
-    """``wait_for`` for a test's event loop: ``check`` runs in a thread, ``tick`` (a controller's) between tries."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if tick is not None:
-            tick()
-        if await asyncio.to_thread(check):
-            return
-        await asyncio.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
+import waiting
 
 
-def wait_for(fn, timeout=30.0, what="condition", interval=0.2):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = fn()
-        except ApiException as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
+#: the waits of these tests: a check calls the API server (in a thread, off the loop), and an
+#: ApiException (an object not there yet) counts as "not yet"
+until = functools.partial(waiting.until, in_thread=True)
+wait_for = functools.partial(waiting.wait_for, ignore=ApiException)
 
 
 def pod(name, *, cpu=None, memory=None):

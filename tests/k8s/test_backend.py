@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import time
 import uuid
 
 import pytest
@@ -27,6 +26,7 @@ from hub_ext.service.controller import Controller, Identity
 from hub_ext.service.store import Store
 
 from objects import remove, running  # tests/k8s/objects.py
+from waiting import until
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
 ADMIN = Identity(name="admin", admin=True)
@@ -65,7 +65,8 @@ def demo(control_plane, api, seed_classes):
     remove(api, namespaces, node)
 
 
-def test_ack_demo_on_a_real_cluster(control_plane, api, demo, tmp_path):
+@pytest.mark.asyncio
+async def test_ack_demo_on_a_real_cluster(control_plane, api, demo, tmp_path):
     suffix, namespaces, node, label = demo
     evictions_seen = []
 
@@ -95,21 +96,20 @@ def test_ack_demo_on_a_real_cluster(control_plane, api, demo, tmp_path):
 
         async def settle(expected, timeout=40.0):
             """Tick the controller until the cluster shows ``expected`` Running pods per namespace, stably."""
-            deadline = time.monotonic() + timeout
-            last, stable = None, 0
-            while time.monotonic() < deadline:
-                controller.tick()
-                await asyncio.sleep(0.3)
+            last = None
+
+            async def shows():
+                nonlocal last
                 pods = await counts()
                 got = [len(running(p)) for p in pods]
                 # every pod we created is Running (none Pending in the scheduler, none terminating)
                 settled = all(len(running(p)) == len(p) for p in pods)
                 last = (got, [[(x.metadata.name, x.status.phase, bool(x.metadata.deletion_timestamp))
                                 for x in p] for p in pods])
-                stable = stable + 1 if (got[:len(expected)] == expected and settled) else 0
-                if stable >= 3:
-                    return pods
-            raise AssertionError(f"cluster never showed {expected}; last: {last}")
+                return pods if got[:len(expected)] == expected and settled else None
+
+            return await until(shows, f"the cluster to show {expected} Running", timeout, 0.3, show=lambda: last,
+                               tick=controller.tick, times=3)
 
         def engine_running(ns):
             return sum(1 for p in controller.engine.pods.values()
@@ -161,16 +161,13 @@ def test_ack_demo_on_a_real_cluster(control_plane, api, demo, tmp_path):
         # cancelling stops the pods in the cluster
         for row in rows:
             controller.cancel(ADMIN, row)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and any(await counts()):
-            await asyncio.sleep(0.3)
-        assert not any(await counts())
+        await until(lambda: _empty(counts()), "the cancelled workloads' pods to go", 30, 0.3, show=counts)
         assert await backend.recover(rows[0], prow, pod) == "gone"
         for task in list(controller._tasks):
             task.cancel()
         await asyncio.gather(*controller._tasks, return_exceptions=True)
 
-    asyncio.run(main())
+    await main()
 
 
 class FakeController:
@@ -189,7 +186,8 @@ class FakeController:
         self.tasks.add(asyncio.ensure_future(coro))
 
 
-def test_exits_notebook_eviction_delete_fallback_and_recover(control_plane, api, namespace, seed_classes):
+@pytest.mark.asyncio
+async def test_exits_notebook_eviction_delete_fallback_and_recover(control_plane, api, namespace, seed_classes):
     from types import SimpleNamespace as NS
 
     suffix = uuid.uuid4().hex[:6]
@@ -206,14 +204,6 @@ def test_exits_notebook_eviction_delete_fallback_and_recover(control_plane, api,
     async def phase(name):
         obj = await asyncio.to_thread(lambda: core.list_namespaced_pod(namespace, field_selector=f"metadata.name={name}"))
         return obj.items[0].status.phase if obj.items else None
-
-    async def until(fn, what, timeout=30.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if await fn():
-                return
-            await asyncio.sleep(0.2)
-        raise AssertionError(f"timed out waiting for {what}")
 
     async def main():
         # bare pods: the path for servers without batch/v1 Jobs
@@ -272,7 +262,7 @@ def test_exits_notebook_eviction_delete_fallback_and_recover(control_plane, api,
         assert await backend.recover(row("r3"), NS(name="missing-0"), NS(uid=9)) == "gone"
 
     try:
-        asyncio.run(main())
+        await main()
     finally:
         core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
         core.delete_node(node)
@@ -280,3 +270,7 @@ def test_exits_notebook_eviction_delete_fallback_and_recover(control_plane, api,
 
 async def _eq(coro, value):
     return (await coro) == value
+
+
+async def _empty(coro):
+    return not any(await coro)

@@ -6,7 +6,6 @@ read from the API server."""
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 
 import pytest
@@ -19,6 +18,7 @@ from hub_ext.service.controller import Controller, Identity
 from hub_ext.service.store import Store
 
 from objects import remove, running  # tests/k8s/objects.py
+from waiting import quiet_passes, until
 
 ADMIN = Identity(name="admin", admin=True)
 
@@ -57,18 +57,17 @@ def job(ns, cpu, replicas=1, **extra):
 
 async def settle(controller, api, want: dict, timeout: float = 40.0):
     """Tick until the cluster shows ``want`` (namespace -> Running count) with nothing else of ours, stably."""
-    deadline, stable, last = time.monotonic() + timeout, 0, None
-    while time.monotonic() < deadline:
-        controller.tick()
-        await asyncio.sleep(0.3)
+    last = None
+
+    async def shows():
+        nonlocal last
         pods = {ns: await asyncio.to_thread(pods_of, api, ns) for ns in want}
         last = {ns: [(p.metadata.name, p.status.phase, bool(p.metadata.deletion_timestamp)) for p in ps]
                 for ns, ps in pods.items()}
-        ok = all(len(running(ps)) == want[ns] == len(ps) for ns, ps in pods.items())
-        stable = stable + 1 if ok else 0
-        if stable >= 3:
-            return pods
-    raise AssertionError(f"the cluster never showed {want}; last: {last}")
+        return pods if all(len(running(ps)) == want[ns] == len(ps) for ns, ps in pods.items()) else None
+
+    return await until(shows, f"the cluster to show {want}", timeout, 0.3, show=lambda: last, tick=controller.tick,
+                       times=3)
 
 
 async def stop(controller):
@@ -106,9 +105,7 @@ async def test_a_large_borrower_is_reclaimed_through_the_eviction_api(api, clust
     assert len(evictions) == 1 and evictions[0].startswith(f"/api/v1/namespaces/{b}/pods/")
     assert all(p.spec.node_name == node for p in running(pods[a]))  # placed by kube-scheduler
     # b's pod waits, and cannot take the room back (15 > its min): no ping-pong
-    for _ in range(5):
-        controller.tick()
-        await asyncio.sleep(0.2)
+    await quiet_passes(controller.tick, 5, 0.2)
     assert not await asyncio.to_thread(pods_of, api, b)
     assert controller.view(big)["state"] == "Pending"
     await stop(controller)
@@ -125,9 +122,7 @@ async def test_a_gang_waits_whole_then_starts_whole(api, cluster, tmp_path):
     await settle(controller, api, {a: 1})
     gang = controller.submit(ADMIN, job(a, 4, replicas=4))  # 16 CPUs: 2 pods would fit, so none starts
     assert gang.spec["gang"] is True
-    for _ in range(8):
-        controller.tick()
-        await asyncio.sleep(0.25)
+    await quiet_passes(controller.tick, 8, 0.25)
     pods = await asyncio.to_thread(pods_of, api, a)
     assert len(pods) == 1  # only the blocker: nothing of the gang was created on the cluster
     view = controller.view(gang)

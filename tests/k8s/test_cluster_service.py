@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -36,6 +35,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 from provision_fixtures import until  # noqa: E402
 from service_process import backend_for  # noqa: E402
+from waiting import quiet_passes  # noqa: E402
 
 ADMIN = Identity(name="admin", admin=True)
 EXIT = controlplane.EXIT_CODE_ANNOTATION
@@ -88,11 +88,11 @@ async def test_killed_mid_queue_and_restarted(control_plane, api, namespace, nod
          namespace, "5", "3"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 40
-        while time.monotonic() < deadline and len(running_pods(api, namespace)) < 3:
+        def three_running():
             assert proc.poll() is None, proc.stdout.read()
-            time.sleep(0.3)
-        time.sleep(1.0)  # a few more passes: nothing else may start
+            return len(running_pods(api, namespace)) >= 3
+        await until(three_running, "three of the five jobs running", 40, 0.3)
+        await asyncio.sleep(1.0)  # a few more passes in which nothing else may start: a fixed wait on purpose
         assert len(running_pods(api, namespace)) == 3
         assert len(jobs(api, namespace)) == 3
     finally:
@@ -124,11 +124,9 @@ async def test_killed_mid_queue_and_restarted(control_plane, api, namespace, nod
         assert waiting == [(1, by_pod[killed]), (2, "job3"), (3, "job4")], waiting
         assert any(e["type"] == "requeued" for e in controller.view(rows[by_pod[killed]], events=True)["events"])
         # the next passes start exactly two more (room for three, one still taken): the killed one
-        # again (its old Job, failed, is replaced) and job3
-        for _ in range(5):
-            controller.tick()
-            await asyncio.sleep(0.3)
+        # again (its old Job, failed, is replaced) and job3; more passes start nothing else
         await until(lambda: len(running_pods(api, namespace)) == 3, "three running pods again", tick=controller.tick)
+        await quiet_passes(controller.tick, 5)
         now = {j.metadata.name: j.metadata.uid for j in jobs(api, namespace)}
         assert now[done] == before[done] and now[runs_on] == before[runs_on]  # not re-created
         assert now[killed] != before[killed]  # a new Job in its place
@@ -159,7 +157,7 @@ async def test_jobs_report_status_from_the_cluster(control_plane, api, namespace
         pods = running_pods(api, namespace)
         assert sorted(p.spec.priority for p in pods) == [500_000, 1_000_000]
         assert {p.spec.node_name for p in pods} == {node_name}  # placed by kube-scheduler
-        await asyncio.sleep(2)  # Jobs' pods keep running until they end
+        await asyncio.sleep(2)  # Jobs' pods keep running until they end: 2 s in which nothing may change
         assert controller.view(ok)["state"] == controller.view(bad)["state"] == "Running"
         # what the container prints, read from the cluster (kwok serves it as a kubelet would)
         [ok_pod] = client.CoreV1Api(api).list_namespaced_pod(
@@ -198,9 +196,7 @@ async def test_foreign_pods_and_cluster_quota(control_plane, api, namespace, nod
         await until(lambda: bool(controller.foreign), "the foreign pod to be counted")
         row = controller.submit(ADMIN, {"kind": "training", "namespace": namespace, "name": "big",
                                         "command": ["sleep", "1"], "resources": {"requests": {"cpu": "4"}}})
-        for _ in range(4):
-            controller.tick()
-            await asyncio.sleep(0.3)
+        await quiet_passes(controller.tick, 4)
         view = controller.view(row)
         assert view["state"] == "Pending" and view["reason"] == "cluster-capacity", view
         assert not jobs(api, namespace)
@@ -233,7 +229,7 @@ async def test_foreign_pods_and_cluster_quota(control_plane, api, namespace, nod
             spec=client.V1PodSpec(node_name=elsewhere, containers=[client.V1Container(
                 name="c", image="x", resources=client.V1ResourceRequirements(requests={"cpu": "3"}))])))
         await until(lambda: core.read_namespaced_pod("theirs", other).status.phase == "Running", "their pod to run")
-        await asyncio.sleep(1)
+        await asyncio.sleep(1)  # a second in which their pod must not be counted (not a tenant yet)
         assert not any(controller.engine.pods[u].namespace == other for u in controller.foreign.values())
         controller.set_tenants([Tenant(group=f"g-{value}", namespace=other)])
         await until(lambda: any(controller.engine.pods[u].namespace == other for u in controller.foreign.values()),

@@ -14,17 +14,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 import controlplane
-
-
-def wait_for(fn, timeout=60.0, what="condition", interval=0.25):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
+from waiting import wait_for
 
 
 def pod(name, *, cpu=None, priority_class=None, node_selector=None, tolerations=None):
@@ -238,9 +228,10 @@ def test_job_pods_run_until_annotated_with_an_exit_code(control_plane, api, name
         return pods if len(pods) == 2 and all(p.status.phase == "Running" for p in pods.values()) else None
 
     pods = wait_for(job_pods, what="both Job pods Running")
-    # no automatic completion: they stay Running, and the Jobs unfinished
-    until = time.monotonic() + 3
-    while time.monotonic() < until:
+    # no automatic completion: they stay Running, and the Jobs unfinished (3 s of reads in which nothing
+    # may change: a fixed time on purpose)
+    end = time.monotonic() + 3
+    while time.monotonic() < end:
         for p in core.list_namespaced_pod(namespace).items:
             assert p.status.phase == "Running", (p.metadata.name, p.status.phase)
         time.sleep(0.5)

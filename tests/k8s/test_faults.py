@@ -46,7 +46,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 from tcp_proxy import TcpProxy  # noqa: E402
-from waiting import CALL_TIMEOUT, k8s, until  # noqa: E402
+from waiting import CALL_TIMEOUT, k8s, quiet_passes, until  # noqa: E402
 
 ADMIN = Identity(name="admin", admin=True)
 EXIT = controlplane.EXIT_CODE_ANNOTATION
@@ -179,9 +179,7 @@ async def test_a_missing_priority_class_blocks_admission_until_it_exists(control
         async with serving(api, label, tmp_path, objects=[cls], controller_args={"training_priority_class": pc}) as c:
             rows = [c.submit(ADMIN, job(f"j{i}", namespace=namespace)) for i in range(5)]
             await until(lambda: c.backend.checked.is_set(), "the start-up checks to run", show=lambda: c.health.report())
-            for _ in range(3):  # a few scheduling passes, blocked
-                c.tick()
-                await asyncio.sleep(0.3)
+            await quiet_passes(c.tick, 3)  # a few scheduling passes, blocked
             assert not await cluster_jobs(api, namespace), "jobs of a missing PriorityClass were created"
             view = c.view(rows[0])
             assert view["state"] == "Pending" and view["reason"] == "service-blocked", view
@@ -278,9 +276,7 @@ async def test_a_deleted_node_takes_its_capacity_and_its_work_is_queued_again(co
             return await _job_names(api, namespace), states(c, rows)
         await until(lambda: _len_is(cluster_jobs(api, namespace), 4), "the lost jobs' objects to go", timeout=30,
                     show=jobs_and_states)
-        for _ in range(3):
-            c.tick()
-            await asyncio.sleep(0.3)
+        await quiet_passes(c.tick, 3)
         assert sum(1 for s in states(c, rows).values() if s == "Running") == 4, states(c, rows)
         assert await count_running(api, namespace) == 4, await pod_summary(api, namespace)
         positions = sorted((c.view(r)["position"], r.name) for r in lost + waiting)
@@ -360,9 +356,7 @@ async def test_cordoned_not_ready_and_resized_nodes_change_capacity_at_once(cont
         third = c.submit(ADMIN, job("third", cpu="3", namespace=namespace))
         await until(lambda: c.view(second)["state"] == "Running", "the second job on the other node",
                     show=lambda: pod_summary(api, namespace))
-        for _ in range(3):
-            c.tick()
-            await asyncio.sleep(0.3)
+        await quiet_passes(c.tick, 3)
         assert c.view(first)["state"] == "Running" and c.view(third)["state"] == "Pending"
         assert c.view(third)["reason"] == "cluster-capacity", c.view(third)
         assert len(await cluster_jobs(api, namespace)) == 2  # not created to wait on the cluster
@@ -373,9 +367,7 @@ async def test_cordoned_not_ready_and_resized_nodes_change_capacity_at_once(cont
         await until(lambda: capacity(c) == 3, "capacity of the resized node", timeout=10, show=lambda: capacity(c))
         await k8s(core.patch_node, node, {"spec": {"unschedulable": False}})
         await until(lambda: capacity(c) == 7, "capacity once uncordoned", timeout=10, show=lambda: capacity(c))
-        for _ in range(3):
-            c.tick()
-            await asyncio.sleep(0.3)
+        await quiet_passes(c.tick, 3)
         assert c.view(third)["state"] == "Pending" and await count_running(api, namespace) == 2
         # not Ready (its kubelet gone, as the node controller reports it): no new pods there. kwok, the
         # kubelet of every node, is stopped meanwhile: its heartbeat would make the node Ready again.
@@ -395,9 +387,7 @@ async def test_cordoned_not_ready_and_resized_nodes_change_capacity_at_once(cont
 
             await until(not_ready, "capacity without the node that is not Ready", timeout=10,
                         show=lambda: capacity(c))
-            for _ in range(3):
-                c.tick()
-                await asyncio.sleep(0.3)
+            await quiet_passes(c.tick, 3)
             assert c.view(first)["state"] == "Running"  # its pod is not lost for that
             assert c.view(third)["state"] == "Pending"
 
@@ -565,7 +555,7 @@ async def test_serve_waits_for_the_api_server_and_health_tells_a_stalled_etcd(co
                                  show=lambda: health(port))
             [problem] = report["problems"]
             assert problem["check"] == "kubernetes-api" and "does not answer" in problem["message"], report
-            await asyncio.sleep(3)  # several probes fail meanwhile: still one line, still running
+            await asyncio.sleep(3)  # several probes fail meanwhile; no more lines may come: fixed on purpose
             alive(None)
             down_lines = [line for line in err_path.read_text().splitlines() if "does not answer" in line]
             assert len(down_lines) == 1, err_path.read_text()
@@ -630,12 +620,14 @@ async def test_an_api_server_outage_is_one_line_and_loses_nothing(control_plane,
             await until(lambda: _status_is(health(port, "/health"), 503), "/health to say the API server is away",
                         timeout=15, show=lambda: health(port, "/health"))
             assert (await health(port, "/health"))[1]["problems"][0]["check"] == "kubernetes-api"
-            await asyncio.sleep(8)  # the outage: each job's follower, the watches and the probe fail meanwhile
+            await asyncio.sleep(8)  # the outage (its length): each job's follower, the watches and the probe fail
             alive(None)
             proxy.start()
             await until(lambda: _status_is(health(port, "/health"), 200), "/health 200 once the API server answers",
                         timeout=30, show=lambda: health(port, "/health"))
-            await asyncio.sleep(2)  # whatever was retried is done
+            await until(lambda: "answers again" in "".join(err_path.read_text().splitlines()[mark:]),
+                        "the service to log that the API server answers again", timeout=30)
+            await asyncio.sleep(2)  # then 2 s in which what was retried may log or create nothing more: on purpose
             alive(None)
             during = [line for line in err_path.read_text().splitlines()[mark:]
                       if line.startswith(("WARNING", "ERROR", "CRITICAL")) and "tornado.access" not in line]

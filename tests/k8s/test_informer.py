@@ -11,6 +11,7 @@ import pytest
 
 from hub_ext.backends.kubernetes.api import Api, Kind
 from hub_ext.backends.kubernetes.informer import Informer
+from waiting import until
 
 CONFIG_MAP = Kind("ConfigMap", "v1", "configmaps", True)
 
@@ -44,10 +45,8 @@ async def test_a_burst_of_changes_arrives_whole_and_in_order(api, namespace, cap
 
         with caplog.at_level(logging.ERROR, logger="test-informer"):
             await asyncio.to_thread(burst)
-            for _ in range(300):
-                if len(seen) >= 40:
-                    break
-                await asyncio.sleep(0.1)
+            await until(lambda: len(seen) >= 40, "the forty config maps' events", 30, 0.1,
+                        show=lambda: [name for _, name, _ in seen])
         assert [name for _, name, _ in seen] == [f"cm-{i}" for i in range(40)]
         versions = [v for _, _, v in seen]
         assert versions == sorted(versions)

@@ -21,7 +21,6 @@ import json
 import os
 import sys
 import threading
-import time
 import uuid
 from pathlib import Path
 from urllib.parse import urlparse
@@ -155,7 +154,7 @@ def setup(control_plane, api, tmp_path_factory):
         with kubelet:
             s.kubelet = kubelet
             s.hub.start()
-            wait_for(lambda: s.hub.request("GET", f"{API}/health").status_code == 200, 30, "the tenancy service")
+            wait_for(lambda: s.hub.request("GET", f"{API}/health").status_code == 200, "the tenancy service", 30)
             teams = {
                 "team-a": ({"tenancy.namespace": s.ns["a"], "tenancy.quota-leaf": "root.a",
                             "tenancy.profiles": "small"}, ["alice", "erin"]),
@@ -170,10 +169,10 @@ def setup(control_plane, api, tmp_path_factory):
                 assert s.hub.api("PUT", f"/groups/{name}/properties", props)[0] == 200
                 assert s.hub.api("POST", f"/groups/{name}/users", {"users": users})[0] == 200
             for ns in s.ns.values():  # provisioned by the service from the groups
-                wait_for(lambda ns=ns: _exists(s.core.read_namespace, ns), 30, f"namespace {ns}")
+                wait_for(lambda ns=ns: _exists(s.core.read_namespace, ns), f"namespace {ns}", 30)
                 service_account_ready(s.core, ns)
                 quota_ready(s.core, ns)
-            wait_for(lambda: _exists(s.sched.read_priority_class, "low-priority-dev"), 30, "PriorityClasses")
+            wait_for(lambda: _exists(s.sched.read_priority_class, "low-priority-dev"), "PriorityClasses", 30)
             s.tokens = {u: s.hub.token_for(u) for u in ("alice", "erin", "dave", "frank")}
             yield s
     finally:
@@ -234,12 +233,7 @@ def spawn_watching(s, user: str, options: dict | None = None) -> list[dict]:
         user, "", options, token=s.tokens[user], check=False)))
     starter.start()
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            events = read_progress(s, user)
-            if events or time.monotonic() > deadline:
-                return events
-            time.sleep(0.05)
+        return wait_for(lambda: read_progress(s, user), f"the progress of {user}'s spawn", interval=0.05)
     finally:
         starter.join(60)
         assert result["r"][0] in (201, 202), result
@@ -292,7 +286,7 @@ def test_notebook_pod_in_team_namespace_with_priority_labels_and_profile(setup):
     assigned = f"Successfully assigned {s.ns['a']}/jupyter-alice to {s.node}"
     if not any(assigned in m for m in messages):
         wait_for(lambda: any(assigned in (e.message or "") for e in s.core.list_namespaced_event(s.ns["a"]).items),
-                 20, "kube-scheduler's event for alice's pod")
+                 "kube-scheduler's event for alice's pod", 20)
     s.hub.wait_server_ready("alice", timeout=30)
     # the server answers through the proxy: the hub reached it on the pod's IP
     r = s.hub.request("GET", "/user/alice/api/status", token=s.tokens["alice"])
@@ -323,11 +317,11 @@ def test_notebook_pod_in_team_namespace_with_priority_labels_and_profile(setup):
 
     # After a hub restart the spawner finds its pod in the team's namespace (state), and stops it there.
     s.hub.restart()
-    wait_for(lambda: (s.hub.server_model("alice") or {}).get("ready"), 20, "alice's server after the restart")
+    wait_for(lambda: (s.hub.server_model("alice") or {}).get("ready"), "alice's server after the restart", 20)
     assert s.hub.request("GET", "/user/alice/api/status", token=s.tokens["alice"]).status_code == 200
     s.hub.stop_server("alice", timeout=30)
     assert not notebook_pods(s, ns, "alice")
-    wait_for(lambda: not s.kubelet.running(ns, pod.metadata.name), 10, "the server process to stop")
+    wait_for(lambda: not s.kubelet.running(ns, pod.metadata.name), "the server process to stop", 10)
     assert service(s, "alice", f"/workloads/{wl['id']}")["state"] == "Stopped"
     assert not s.kubelet.errors
 
@@ -352,8 +346,8 @@ def test_user_in_two_teams_gets_the_pod_in_the_team_picked(setup):
     # scheduler gives the room back.
     wid = pod.metadata.labels[WORKLOAD_LABEL]
     s.core.delete_namespaced_pod(pod.metadata.name, s.ns["b"], grace_period_seconds=0)
-    wait_for(lambda: not (s.hub.server_model("erin") or {}).get("ready"), 20, "the hub to see erin's server gone")
-    wait_for(lambda: service(s, "erin", f"/workloads/{wid}")["state"] == "Stopped", 20, "the workload to be stopped")
+    wait_for(lambda: not (s.hub.server_model("erin") or {}).get("ready"), "the hub to see erin's server gone", 20)
+    wait_for(lambda: service(s, "erin", f"/workloads/{wid}")["state"] == "Stopped", "the workload to be stopped", 20)
     assert not notebook_pods(s, s.ns["b"], "erin")
 
 
@@ -391,15 +385,15 @@ def test_training_job_from_a_user_preempts_her_notebook(setup):
     fifteen = {"cpu": "15", "memory": "1Gi"}
     big = submit_training(["python", "train.py"], resources={"requests": fifteen, "limits": fifteen}, name="big",
                           client=me)
-    wait_for(lambda: big.refresh().state == "Running", 30, "the first job to run")
+    wait_for(lambda: big.refresh().state == "Running", "the first job to run", 30)
     # admitted (Running for the scheduler) first, then made on the cluster
     [job] = wait_for(lambda: [j for j in client.BatchV1Api(s.api).list_namespaced_job(ns).items
-                              if j.metadata.labels[WORKLOAD_LABEL] == big.id], 20, "the Job")
+                              if j.metadata.labels[WORKLOAD_LABEL] == big.id], "the Job", 20)
     assert job.spec.template.spec.priority_class_name == "high-priority-research"
     assert job.spec.template.spec.containers[0].command == ["python", "train.py"]
     # its logs, through the hub and the service, from the cluster (kwok serves them as a kubelet would)
     [pod] = wait_for(lambda: s.core.list_namespaced_pod(
-        ns, label_selector=f"batch.kubernetes.io/job-name={job.metadata.name}").items, 20, "the Job's pod")
+        ns, label_selector=f"batch.kubernetes.io/job-name={job.metadata.name}").items, "the Job's pod", 20)
     controlplane.append_log(s.cp.set_pod_logs(ns, pod.metadata.name, s.work / "big.log"), "step 1\nstep 2")
     assert big.logs() == "step 1\nstep 2\n"
     # the node (16 CPU) and team-a's max (16) are full: one more CPU at a higher priority evicts the notebook
@@ -409,9 +403,9 @@ def test_training_job_from_a_user_preempts_her_notebook(setup):
         submit_training(["python", "more.py"], resources={"requests": one, "limits": one}, name="more", client=me)
     more = submit_training(["python", "more.py"], resources={"requests": one, "limits": one}, name="more", client=me,
                            yes=True)
-    wait_for(lambda: more.refresh().state == "Running", 40, "the second job to run")
+    wait_for(lambda: more.refresh().state == "Running", "the second job to run", 40)
     assert not notebook_pods(s, ns, "alice")
-    wait_for(lambda: not (s.hub.server_model("alice") or {}).get("ready"), 20, "the hub to see the server gone")
+    wait_for(lambda: not (s.hub.server_model("alice") or {}).get("ready"), "the hub to see the server gone", 20)
     nb_view = service(s, "alice", f"/workloads/{nb_wl}")
     assert nb_view["state"] == "Preempted", nb_view
     notices = service(s, "alice", "/me")["notices"]
@@ -419,7 +413,7 @@ def test_training_job_from_a_user_preempts_her_notebook(setup):
     big.cancel()
     more.cancel()
     wait_for(lambda: not [j for j in client.BatchV1Api(s.api).list_namespaced_job(ns).items
-                          if j.metadata.deletion_timestamp is None], 30, "the Jobs to be deleted")
+                          if j.metadata.deletion_timestamp is None], "the Jobs to be deleted", 30)
     events = spawn_watching(s, "alice", {"profile": "small"})
     notice = [e["message"] for e in events if e.get("message", "").startswith("Your previous server was stopped at")]
     assert notice and f"Preempted by {ns}/more-" in notice[0], events
@@ -428,5 +422,5 @@ def test_training_job_from_a_user_preempts_her_notebook(setup):
     [nb2] = notebook_pods(s, ns, "alice")
     r = s.hub.request("DELETE", f"{API}/workloads/{nb2.metadata.labels[WORKLOAD_LABEL]}", token=s.tokens["alice"])
     assert r.status_code == 200 and r.json()["state"] == "Stopped", r.text
-    wait_for(lambda: not notebook_pods(s, ns, "alice"), 20, "the notebook pod to go")
-    wait_for(lambda: not (s.hub.server_model("alice") or {}).get("ready"), 20, "the hub to stop alice's server")
+    wait_for(lambda: not notebook_pods(s, ns, "alice"), "the notebook pod to go", 20)
+    wait_for(lambda: not (s.hub.server_model("alice") or {}).get("ready"), "the hub to stop alice's server", 20)
