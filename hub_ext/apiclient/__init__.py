@@ -9,7 +9,7 @@ is one family of exceptions (``errors``), carrying the service's own sentence.
 """
 
 from .calls import FINAL, Calls
-from .errors import ServiceDown, ServiceRefused, TenancyError
+from .errors import NotConfigured, ServiceDown, ServiceRefused, TenancyError
 from .sync import TenancyClient
 
-__all__ = ["FINAL", "Calls", "ServiceDown", "ServiceRefused", "TenancyClient", "TenancyError"]
+__all__ = ["FINAL", "Calls", "NotConfigured", "ServiceDown", "ServiceRefused", "TenancyClient", "TenancyError"]

@@ -7,7 +7,7 @@ from typing import Callable
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
 from .calls import Call, Calls, environment, headers
-from .errors import TenancyError, refusal, unreachable
+from .errors import NotConfigured, TenancyError, refusal, unreachable
 from .events import EventParser
 
 #: A stream stays open for as long as its reader wants; keep-alives arrive every 15 s.
@@ -40,6 +40,8 @@ class AsyncTenancyClient(Calls):
         return unreachable(self.url, err.strerror or err)
 
     async def _send(self, call: Call):
+        if not self.configured:  # a relative URL would fail inside tornado with a line nobody can act on
+            raise NotConfigured("TENANCY_API_URL or the hub token is not set: there is no tenancy service to ask")
         try:
             response = await AsyncHTTPClient().fetch(self._request(call))
         except (HTTPClientError, OSError) as err:

@@ -28,6 +28,10 @@ class ServiceDown(TenancyError):
     """Nothing answered, or the service failed (a 5xx): there is no one to say why."""
 
 
+class NotConfigured(ServiceDown):
+    """No service to ask: no URL or no token (a server started outside a hub with the scheduler)."""
+
+
 def refusal(status: int, payload: bytes | None, reason: str) -> TenancyError:
     """The exception for an answer with an error ``status``: the service's sentence, else its text, else the reason."""
     text = (payload or b"").decode("utf-8", "replace")

@@ -26,7 +26,7 @@ from jupyter_server.utils import url_path_join
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from ..apiclient import ServiceRefused, TenancyError
+from ..apiclient import NotConfigured, ServiceRefused, TenancyError
 from ..apiclient.aio import AsyncTenancyClient
 from ..quota_view import current_tenant, quota_path
 
@@ -75,6 +75,9 @@ class TenancyHandler(APIHandler):
         return self.settings["tenancy_dismissed"]
 
     def refuse(self, err: TenancyError):
+        if isinstance(err, NotConfigured):
+            self.set_status(503)
+            return self.finish(json.dumps({"error": NOT_IN_A_HUB}))
         if isinstance(err, ServiceRefused):
             self.set_status(err.status)
             return self.finish(json.dumps({"error": err.sentence or f"the scheduler refused (HTTP {err.status})"}))

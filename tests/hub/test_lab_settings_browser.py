@@ -9,7 +9,8 @@ import secrets
 import pytest
 
 from browser import browser, logged_in, shot  # noqa: F401 - the fixture
-from demo_hub import start_demo_hub, token, wait_for
+from demo_hub import token
+from waiting import wait_for
 
 PLUGIN = "jupyterhub-tenancy:plugin"
 STATUS_ITEM = "Show the team's quota in the status bar"
@@ -17,12 +18,9 @@ WORKSPACE = f"test-{secrets.token_hex(3)}"  # the account's home (and its worksp
 
 
 @pytest.fixture(scope="module")
-def hub(chp_path, tmp_path_factory):
-    h = start_demo_hub(chp_path, tmp_path_factory.mktemp("lab-settings-hub"))
-    try:
+def hub(hub_factory):
+    with hub_factory("lab-settings-hub") as h:
         yield h
-    finally:
-        h.stop()
 
 
 @pytest.fixture(scope="module")

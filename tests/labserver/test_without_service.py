@@ -34,8 +34,6 @@ async def test_the_stream_says_so_once_and_ends(jp_fetch):
     assert events == [("state", {"available": False, "ok": False, "message": NOT_IN_A_HUB})]
 
 
-@pytest.mark.xfail(strict=True, reason="hub_ext/labserver asks the scheduler at a relative URL when TENANCY_API_URL "
-                   "is unset: 500 'Unsupported url scheme: /workloads' (issue 19's one client is to answer these)")
 @pytest.mark.parametrize("method, path, body", [
     ("POST", ("workloads",), {"command": ["sleep", "1"]}),
     ("POST", ("workloads",), None),

@@ -28,6 +28,7 @@ import aiohttp
 
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parents[2] / "tests" / "hub"))
+sys.path.insert(0, str(HERE.parents[2] / "tests"))
 
 API = "/services/tenancy/api/v1"
 
@@ -89,8 +90,9 @@ async def measure(base_url: str, quiet_token: str, flood_token: str, *, requests
 
 
 def main(argv=None) -> int:
-    from demo_hub import start_demo_hub, token
-    from harness import install_chp
+    from demo_hub import ROOT, service_answers, token
+    from harness import RealHub, free_port, install_chp
+    from waiting import wait_for
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=3000)
@@ -98,8 +100,13 @@ def main(argv=None) -> int:
     parser.add_argument("--json", action="store_true", help="one JSON object instead of lines")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as work:
-        hub = start_demo_hub(install_chp(), Path(work))
+        # The demo's hub as tests/hub/conftest.py's hub_factory starts it (a fixture cannot be called here).
+        env = {"TENANCY_DEMO_STATE": str(Path(work) / "state"), "TENANCY_SERVICE_PORT": str(free_port())}
+        hub = RealHub(ROOT / "demo" / "jupyterhub_config.py", Path(work), chp_path=install_chp(), env=env)
         try:
+            hub.start()
+            hub.tokens = {}
+            wait_for(lambda: service_answers(hub), "the tenancy service to answer")
             figures = asyncio.run(measure(hub.url("").rstrip("/"), token(hub, "alice"), token(hub, "bob"),
                                           requests=args.requests, concurrency=args.concurrency))
         finally:

@@ -47,6 +47,7 @@ from .evictions import Evictions
 from .follow import Follower
 from .foreign import Foreign
 from .informer import ApiMonitor, Informer
+from .leader import lease_elector
 from .nodes import Nodes
 from .ours import Ours
 from .quotatree import ClusterTree
@@ -429,6 +430,11 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         """List again at once (what refused them may have passed), not after their backoff."""
         for watch in self._watches():
             watch.kick()
+
+    @classmethod
+    def leader_elector(cls, service, on_started_leading, on_change):
+        """With ``TenancyService.leader_election``: a Lease on this backend's cluster (``leader.py``)."""
+        return lease_elector(service, on_started_leading, on_change)
 
     def close(self) -> None:
         """The service is ending: stop the watches (their threads end at once) and the worker pool."""

@@ -276,14 +276,3 @@ def _exit_now(why: str) -> None:
             pass
     os._exit(1)
 
-
-def _until_the_merge() -> None:
-    """TEMPORARY (issue 19): ``KubernetesBackend`` (backend.py, being split meanwhile) declares its
-    ``leader_elector`` at the merge; until then it is set here, where the service imports this module."""
-    from .backend import KubernetesBackend
-
-    if "leader_elector" not in vars(KubernetesBackend):
-        KubernetesBackend.leader_elector = classmethod(lambda cls, *args, **kwargs: lease_elector(*args, **kwargs))
-
-
-_until_the_merge()
