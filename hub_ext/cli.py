@@ -62,8 +62,8 @@ def _replay(args) -> int:
     import logging
 
     from .sim.output import render_step
-    from .sim.replay import Replay
-    from .sim.replay_cluster import ReplayError
+    from .replay.run import Replay
+    from .replay.cluster import ReplayError
 
     log = logging.getLogger("tenancy.replay")
     handler = logging.StreamHandler(sys.stderr)

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from hub_ext.sim.replay import Replay
-from hub_ext.sim.replay_cluster import REPLAY_LABEL
+from hub_ext.replay.run import Replay
+from hub_ext.replay.cluster import REPLAY_LABEL
 from hub_ext.sim.scenario import load_scenario
 from hub_ext.sim.simulator import Simulator
 

@@ -10,7 +10,7 @@ leftover of ours of the same name is adopted (still running) or deleted first.
 Once made, the pod is followed (``follow.Follower``).
 
 The manifests are made through the backend's ``manifest`` and ``job_manifest``:
-a subclass changes them there (``sim.replay_service.ReplayBackend`` does).
+a subclass changes them there (``replay.service.ReplayBackend`` does).
 """
 
 from __future__ import annotations

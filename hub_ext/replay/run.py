@@ -1,7 +1,7 @@
 """``tenancy replay``: a scenario run on a real cluster by the service's own parts, reported as ``simulate`` does.
 
 What runs: the service's ``Controller`` with the ``KubernetesBackend``, in this
-process (as ``replay_service`` adapts them). Each workload of the scenario (Deployment, Job, Pod, ...) is one workload
+process (as ``service`` adapts them). Each workload of the scenario (Deployment, Job, Pod, ...) is one workload
 of the service whose owner is the scenario's own (a Deployment keeps its replicas
 and replaces an evicted pod, a Job its parallelism and completions, a gang stays
 whole), so the engine decides exactly as in ``tenancy simulate``; the backend then
@@ -9,7 +9,7 @@ creates a Job per admitted pod, kube-scheduler places it, evictions go through t
 Eviction API. The pods are the scenario's pod templates with every container
 running the pause image (its resources, priority class, node selector,
 tolerations and grace period kept; the rest, such as volumes, dropped). The
-scenario's nodes are made as kwok nodes (``replay_cluster``), or ``--node-selector``
+scenario's nodes are made as kwok nodes (``cluster``), or ``--node-selector``
 picks existing ones. The quota tree is handed to the service in-process (as
 ``TenancyService.tree_file`` does), never created on the cluster, so a replay
 leaves the cluster's own ``ElasticQuotaTree`` alone; ResourceQuotas, LimitRanges,
@@ -39,7 +39,8 @@ with a dry-run create, and a disagreement is a warning) and this step's victims
 
 Why over 500 lines: it is one command's driver, a step's apply, advance and settle
 against one cluster, read in order; the parts it drives are elsewhere (the service's
-``replay_service``, the nodes' ``replay_cluster``, the report's ``output``).
+parts in ``service.py``, the cluster's names and clean-up in ``cluster.py``, the report in
+``sim/output.py``).
 """
 
 from __future__ import annotations
@@ -70,10 +71,10 @@ from ..scheduler.owners import Owner
 from ..service.identity import Identity
 from ..service.store import Store, WorkloadRow
 from ..service.workloads import TRAINING
-from .replay_cluster import KWOK_NODE_ANNOTATION, Footprint, Names, ReplayError, check_node_selector, \
+from .cluster import KWOK_NODE_ANNOTATION, Footprint, Names, ReplayError, check_node_selector, \
     namespaces_of, patch
-from .replay_service import OWNER_ANNOTATION, PAUSE_IMAGE, ReplayBackend, ReplayController, VirtualClock
-from .scenario import Ref, load_scenario, parse_scenario
+from ..sim.scenario import Ref, load_scenario, parse_scenario
+from .service import OWNER_ANNOTATION, PAUSE_IMAGE, ReplayBackend, ReplayController, VirtualClock
 
 ADMIN = Identity(name="replay", admin=True)
 POLL = 0.2  # seconds between reads while a step settles
