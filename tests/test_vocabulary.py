@@ -16,7 +16,8 @@ import pytest
 from hub_ext import vocabulary
 
 TABLE = json.loads((Path(__file__).with_name("vocabulary.json")).read_text())
-FUNCTIONS = {"resourceName": vocabulary.resource_name, "amount": vocabulary.amount, "duration": vocabulary.duration,
+FUNCTIONS = {"resourceName": vocabulary.resource_name, "amount": vocabulary.amount,
+             "quantity": vocabulary.quantity, "duration": vocabulary.duration,
              "countdown": vocabulary.countdown, "timeOfDay": vocabulary.time_of_day, "when": vocabulary.when,
              "stateWord": vocabulary.state_word, "sentence": vocabulary.sentence, "barText": vocabulary.bar_text}
 CASES = [pytest.param(name, args, expected, id=f"{name}{json.dumps(args, ensure_ascii=False)}")

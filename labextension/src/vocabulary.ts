@@ -59,6 +59,22 @@ export function amount(resource: string, value: number | null | undefined, trans
   return trim(value);
 }
 
+const SUFFIXES: Record<string, number> = {
+  Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60,
+  n: 1e-9, u: 1e-6, m: 1e-3, '': 1, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18
+};
+const QUANTITY = /^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$/;
+
+/** A Kubernetes quantity as the service wrote it (`4Gi`, `500m`), as people read it; junk as is. */
+export function quantity(resource: string, text: string, trans: ITrans = english): string {
+  const match = QUANTITY.exec(String(text).trim());
+  if (!match) {
+    return String(text);
+  }
+  const value = match[2] ? Number(match[1] + match[2]) : Number(match[1]) * SUFFIXES[match[3] ?? ''];
+  return amount(resource, value, trans);
+}
+
 /** At most two decimals, none when whole: `2.5`, `0.33`, `5`. */
 export function trim(value: number): string {
   return String(Math.round(value * 100) / 100);

@@ -1,8 +1,8 @@
 // The pages' own helpers; the words and numbers people read come from the one vocabulary
 // the Lab extension shares (labextension/src/vocabulary.ts, compiled into this bundle by esbuild).
-import { duration, isBytes, resourceName, sentence, startedAt, when } from '../../labextension/src/vocabulary';
+import { duration, isBytes, quantity, resourceName, sentence, startedAt, when } from '../../labextension/src/vocabulary';
 
-export { amount, duration, resourceName, sentence, startedAt, stateWord, timeOfDay, when } from '../../labextension/src/vocabulary';
+export { amount, duration, quantity, resourceName, sentence, startedAt, stateWord, timeOfDay, when } from '../../labextension/src/vocabulary';
 
 // For chart axes: memory in GiB, everything else as is.
 export function plotValue(res, value) {
@@ -19,7 +19,7 @@ export function unit(res) {
 
 export function requests(w) {
   const req = (w.resources && w.resources.requests) || {};
-  const parts = Object.entries(req).map(([r, v]) => `${resourceName(r)} ${v}`);
+  const parts = Object.entries(req).map(([r, v]) => `${resourceName(r)} ${quantity(r, v)}`);
   const n = w.replicas || 1;
   return (n > 1 ? `${n} × ` : '') + (parts.join(', ') || '—');
 }

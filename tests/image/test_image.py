@@ -10,13 +10,12 @@ import json
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+VERSION = json.loads((ROOT / "labextension" / "package.json").read_text())["version"]  # the one version
 
 
 def blob(layout: Path, digest: str) -> dict:

@@ -33,7 +33,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 OUT=${OUT:-$ROOT/build/image}
 PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
 [ -x "$PYTHON" ] || PYTHON=$(command -v python3)
-VERSION=$("$PYTHON" -c 'import tomllib,sys; print(tomllib.load(open(sys.argv[1],"rb"))["project"]["version"])' "$ROOT/pyproject.toml")
+# The project's one version: labextension/package.json (pyproject.toml reads it through hatch-nodejs-version).
+VERSION=$("$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["version"])' "$ROOT/labextension/package.json")
 SUITE=${TENANCY_IMAGE_SUITE:-bookworm}
 
 [ "$(id -u)" = 0 ] || die "needs root (mmdebstrap's root mode and the runtime)"
