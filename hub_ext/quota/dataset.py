@@ -81,7 +81,7 @@ def parse_dataset(obj) -> Dataset:
                        for ns in m.sequence(spec.get("namespaces"), f"{where}: spec.namespaces"))
     if not teams and not namespaces:
         raise ValidationError(f"{where}: spec names no teams and no namespaces: say who may use it "
-                              f"(teams: [GROUP, ...] or \"*\", namespaces: [NAMESPACE, ...])")
+                              "(teams: [GROUP, ...] or \"*\", namespaces: [NAMESPACE, ...])")
     kind, source = _source(spec.get("source"), f"{where}: spec.source")
     mount_path = _absolute(spec.get("mountPath", f"{MOUNT_ROOT}/{name}"), f"{where}: spec.mountPath")
     if mount_path == "/" or _inside(mount_path, HOME):
