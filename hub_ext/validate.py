@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from .quota.dataset import Dataset, check_datasets
 from .quota.errors import ValidationError
 from .quota.manifests import flatten, parse_object, read_file
 from .quota.tree import ElasticQuotaTree
@@ -27,6 +28,7 @@ def validate_file(path: str) -> str:
             raise err.within(path) from None
         return f"{path}: ok: scenario with {len(scenario.nodes)} node(s), {len(scenario.objects)} object(s), {len(scenario.steps)} step(s)"
     kinds = Counter()
+    datasets = []
     for i, raw in enumerate(flatten(docs, path)):
         try:
             obj = parse_object(raw)
@@ -35,5 +37,11 @@ def validate_file(path: str) -> str:
         kinds[raw["kind"]] += 1
         if isinstance(obj, ElasticQuotaTree):
             kinds["quota node"] += len(obj.nodes) - 1
+        if isinstance(obj, Dataset):
+            datasets.append(obj)
+    try:
+        check_datasets(datasets)
+    except ValidationError as err:
+        raise err.within(path) from None
     summary = ", ".join(f"{n} {k}" for k, n in kinds.items())
     return f"{path}: ok: {summary}"

@@ -268,6 +268,29 @@ CASES = [
             - {apiVersion: v1, kind: Pod, metadata: {name: urgent, namespace: team-a},
                spec: {priorityClassName: critical-prod, containers: [{name: c, resources: {requests: {cpu: 8}}}]}}
         """) % ("0" * 400), ["team-a/slow", "terminationGracePeriodSeconds"], BOTH, id="grace-period-huge"),
+    # -- datasets (issue 20; every message exactly: tests/test_datasets.py) ----------------------
+    pytest.param(scenario("""\
+        objects:
+          - {apiVersion: tenancy.jupyter.org/v1alpha1, kind: Dataset, metadata: {name: mnist},
+             spec: {namespaces: [team-a], source: {path: /srv/mnist, claim: mnist-pvc}}}
+        """), ["objects[0]", "Dataset mnist", "exactly one of", "claim and path"], BOTH, id="dataset-two-sources"),
+    pytest.param(scenario("""\
+        objects:
+          - {apiVersion: tenancy.jupyter.org/v1alpha1, kind: Dataset, metadata: {name: mnist},
+             spec: {namespaces: [team-a], source: {path: /srv/mnist}, mountPath: /home/jovyan/mnist}}
+        """), ["Dataset mnist", "/home/jovyan/mnist", "home"], BOTH, id="dataset-mount-path-in-the-home"),
+    pytest.param(scenario("""\
+        objects:
+          - {apiVersion: tenancy.jupyter.org/v1alpha1, kind: Dataset, metadata: {name: a},
+             spec: {namespaces: [team-a], source: {path: /srv/a}, mountPath: /data}}
+        steps:
+          - apply:
+            - {apiVersion: tenancy.jupyter.org/v1alpha1, kind: Dataset, metadata: {name: b},
+               spec: {namespaces: [team-a], source: {path: /srv/b}, mountPath: /data}}
+        """), ["steps[0]", "Dataset b", "/data", "Dataset a"], BOTH, id="dataset-mount-path-clash"),
+    pytest.param("apiVersion: tenancy.jupyter.org/v1alpha1\nkind: Dataset\nmetadata: {name: mnist}\n"
+                 "spec: {namespaces: [team-a], source: {path: data/mnist}}\n",
+                 ["document 1", "Dataset mnist", "data/mnist", "absolute"], VALIDATE, id="dataset-relative-path-bare"),
 ]
 
 

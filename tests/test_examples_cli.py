@@ -143,6 +143,15 @@ EXPECTED: dict[str, list[Step]] = {
         Step({"team-a": R(4), "team-b": phases(running=1, pending=6)}, [], 30),
         Step({"team-a": phases(succeeded=4), "team-b": R(7)}, [], 90),
     ],
+    # Issue 20: fashion-mnist for team-a, team-b and team-d (whose quota allows no claim at first).
+    "datasets.yaml": [
+        Step({"team-a": R(2), "team-b": R(1)}, [], 0),
+        Step({"team-a": R(2), "team-b": R(1), "team-c": phases(rejected=1)}, [], 0),
+        Step({"team-a": R(2), "team-b": R(1), "team-c": phases(rejected=1), "team-d": phases(pending=1)}, [], 0),
+        Step({"team-a": R(2), "team-b": R(1), "team-c": phases(rejected=1), "team-d": R(1)}, [], 0),
+        Step({"team-a": phases(succeeded=2), "team-b": phases(succeeded=1), "team-c": phases(rejected=1),
+              "team-d": phases(succeeded=1)}, [], 60),
+    ],
 }
 
 STEP_CASES = [
@@ -169,16 +178,17 @@ def test_json_lines_are_numbered_steps(name):
     reports = simulate_json(str(EXAMPLES / name))
     assert [r["step"] for r in reports] == list(range(1, len(EXPECTED[name]) + 1))
     for r in reports:
-        assert {"step", "action", "time", "pods", "quota", "evictions", "warnings"} <= set(r)
+        assert {"step", "action", "time", "pods", "quota", "evictions", "warnings", "datasets"} <= set(r)
         for p in r["pods"]:
             assert p["phase"] in ("Running", "Pending", "Terminating", "Rejected", "Evicted", "Succeeded")
             assert {"namespace", "name", "owner", "priorityClassName", "priority", "node", "requests", "reason",
                     "message"} <= set(p)
             if p["phase"] == "Pending":
                 assert p["reason"] and p["message"], p
-                assert p["position"] >= 1 and p["leafPosition"] >= 1
+                if p["reason"] != "dataset-not-ready":  # held back before the queue
+                    assert p["position"] >= 1 and p["leafPosition"] >= 1
             if p["phase"] == "Rejected":
-                assert p["reason"] in ("resource-quota", "limit-range", "invalid"), p
+                assert p["reason"] in ("resource-quota", "limit-range", "invalid", "dataset-not-allowed"), p
 
 
 @pytest.mark.parametrize("name,index", STEP_CASES)
@@ -355,6 +365,22 @@ def test_bad_gang_annotation_is_one_line_exit_1(tmp_path):
         assert proc.returncode == 1 and proc.stdout == ""
         assert proc.stderr == (f'tenancy: error: {path}: steps[0].apply[0]: Job team-b/ddp: annotation tenancy.jupyter.org/gang '
                                f'must be "true" or "false", got \'all\'\n')
+
+
+def test_datasets_bound_refused_and_the_work_that_names_them():
+    reports = simulate_json(str(EXAMPLES / "datasets.yaml"))
+    refused = {"fashion-mnist": {"team-a": "Bound", "team-b": "Bound", "team-d": "Refused"}}
+    bound = {"fashion-mnist": {"team-a": "Bound", "team-b": "Bound", "team-d": "Bound"}}
+    assert [r["datasets"] for r in reports] == [refused, refused, refused, bound, bound]
+    (peek,) = pods(reports[1], "team-c", "Rejected")
+    assert (peek["reason"], peek["message"]) == ("dataset-not-allowed", 'pods "peek-0" is forbidden: dataset '
+                                                 "fashion-mnist is not for namespace team-c (its namespaces: team-a, "
+                                                 "team-b, team-d)")
+    (waiting,) = pods(reports[2], "team-d", "Pending")
+    assert waiting["reason"] == "dataset-not-ready" and "position" not in waiting
+    assert waiting["message"].endswith("limited: persistentvolumeclaims=0")
+    assert "  datasets: fashion-mnist (team-a Bound, team-b Bound, team-d Refused)" in simulate_table(
+        str(EXAMPLES / "datasets.yaml"))
 
 
 # -- bugs found on the way: minimal reproductions ----------------------------------------------

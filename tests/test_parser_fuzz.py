@@ -68,7 +68,7 @@ KEYS = [
 ]
 KINDS = [
     "ElasticQuotaTree", "ResourceQuota", "LimitRange", "PriorityClass", "Namespace", "Node", "Pod",
-    "Deployment", "ReplicaSet", "StatefulSet", "Job", "List", "Service",
+    "Deployment", "ReplicaSet", "StatefulSet", "Job", "List", "Service", "Dataset",
 ]
 QUANTITY_TEXT = st.sampled_from(
     ["500m", "2", "10Gi", "1.5", "0", "-1", "10Gx", "abc", "1e3", "1E18", "1e400", "1e-400", "NaN", "Infinity",
@@ -248,6 +248,12 @@ VALID = {
             "metadata": {"annotations": {"tenancy.jupyter.org/duration": "60s"}},
             "spec": {"priorityClassName": "high-priority-research", "restartPolicy": "Never",
                      "containers": [{"name": "t", "resources": {"requests": {"cpu": "2", "nvidia.com/gpu": 1}}}]}}},
+    },
+    "dataset": {
+        "apiVersion": "tenancy.jupyter.org/v1alpha1", "kind": "Dataset", "metadata": {"name": "fashion-mnist"},
+        "spec": {"description": "Fashion-MNIST", "teams": ["team-a"], "namespaces": ["team-a"], "readOnly": True,
+                 "source": {"persistentVolume": {"capacity": {"storage": "10Gi"}, "hostPath": {"path": "/srv"}}},
+                 "mountPath": "/datasets/fashion", "size": "10Gi"},
     },
 }
 SCENARIO = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import yaml
 
 from . import meta as m
+from .dataset import KIND as DATASET_KIND, Dataset, parse_dataset
 from .errors import ValidationError
 from .limitrange import LimitRange, parse_limit_range
 from .namespace import Namespace, parse_namespace
@@ -14,7 +15,7 @@ from .resourcequota import ResourceQuota, parse_resource_quota
 from .tree import KIND as TREE_KIND, ElasticQuotaTree, parse_tree
 from .workloads import POD_KINDS, WorkloadSpec, parse_workload
 
-Object = ElasticQuotaTree | ResourceQuota | LimitRange | PriorityClass | Namespace | NodeSpec | WorkloadSpec
+Object = ElasticQuotaTree | ResourceQuota | LimitRange | PriorityClass | Namespace | NodeSpec | WorkloadSpec | Dataset
 
 MAX_NESTING = 32
 
@@ -25,6 +26,7 @@ PARSERS = {
     "PriorityClass": parse_priority_class,
     "Namespace": parse_namespace,
     "Node": parse_node,
+    DATASET_KIND: parse_dataset,
     **{kind: parse_workload for kind in POD_KINDS},
 }
 

@@ -64,6 +64,14 @@ def namespace_name(value, what: str) -> str:
     return value
 
 
+def label_name(value, what: str, noun: str) -> str:
+    """A DNS-1123 label that names a ``noun`` (it becomes part of other objects' names)."""
+    string(value, what)
+    if len(value) > 63 or not _LABEL.match(value):
+        raise ValidationError(f"{what}: {_show(value)} is not a valid {noun} (DNS-1123 label: lowercase letters, digits and '-', at most 63)")
+    return value
+
+
 def object_name(value, what: str) -> str:
     string(value, what)
     if len(value) > 253 or not _SUBDOMAIN.match(value):

@@ -12,6 +12,7 @@ from .pods import PodSpec, parse_pod_spec
 DURATION_ANNOTATION = "tenancy.jupyter.org/duration"  # simulated run time of a pod
 PREEMPTIBLE_ANNOTATION = "tenancy.jupyter.org/preemptible"  # "false": admitted only within min
 GANG_ANNOTATION = "tenancy.jupyter.org/gang"  # "true": the pods are admitted and evicted all together
+DATASETS_ANNOTATION = "tenancy.jupyter.org/datasets"  # "a,b": the Datasets its pods mount (ready before they start)
 
 POD_KINDS = {"Pod": "v1", "Deployment": "apps/v1", "ReplicaSet": "apps/v1", "StatefulSet": "apps/v1", "Job": "batch/v1"}
 
@@ -29,6 +30,7 @@ class WorkloadSpec:
     duration_seconds: float | None = None
     preemptible: bool = True
     gang: bool = False  # its pods are one gang: admitted all together or not at all, evicted together
+    datasets: tuple[str, ...] = ()  # names of the Datasets it mounts
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -82,6 +84,7 @@ def parse_workload(obj) -> WorkloadSpec:
         duration_seconds=None if duration is None else m.duration(duration, f"{where}: annotation {DURATION_ANNOTATION}"),
         preemptible=preemptible == "true",
         gang=gang == "true",
+        datasets=_datasets(annotations.get(DATASETS_ANNOTATION, ""), where),
     )
 
 
@@ -90,3 +93,11 @@ def _flag(annotations: dict, key: str, default: str, where: str) -> str:
     if value not in ("true", "false"):
         raise ValidationError(f"{where}: annotation {key} must be \"true\" or \"false\", got {value!r}")
     return value
+
+
+def _datasets(value: str, where: str) -> tuple[str, ...]:
+    """``"a, b"``: dataset names, each once, in the order given."""
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    for name in names:
+        m.label_name(name, f"{where}: annotation {DATASETS_ANNOTATION}", "dataset name")
+    return tuple(dict.fromkeys(names))

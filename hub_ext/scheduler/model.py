@@ -35,6 +35,10 @@ RECLAIMED = "reclaimed"
 # Can never start as things are (above a quota max on its path, or above what any node has): kept out
 # of queue positions until a change of the tree or the nodes makes it admissible (Kueue's "inadmissible").
 INADMISSIBLE = "inadmissible"
+# Datasets (issue 20): work naming a dataset its namespace may not use is refused; work whose dataset's
+# claim is not Bound there waits outside the queue (not admitted, not counted) until it is.
+DATASET_NOT_ALLOWED = "dataset-not-allowed"
+DATASET_NOT_READY = "dataset-not-ready"
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,15 @@ class Owner:
             for pod in doomed:
                 engine.delete(pod.uid)
 
+    def upcoming(self, engine: Engine) -> list[str]:
+        """Names of the pods ``reconcile`` would create now (a driver holding them back shows these)."""
+        spec = self.spec
+        if spec.kind == "Pod":
+            return [] if self._next_index else [spec.name]
+        active = [p for p in self.pods if p.uid in engine.pods and p.phase in _ACTIVE]
+        count = (0 if active else self.wanted()) if spec.gang else max(self.wanted() - len(active), 0)
+        return [f"{spec.name}-{self._next_index + i}" for i in range(count)]
+
     def _reconcile_gang(self, engine: Engine, now: float, active: list[Pod]) -> None:
         wanted = self.wanted()
         if active and len(active) != wanted and all(p.phase is not Phase.RUNNING for p in active):

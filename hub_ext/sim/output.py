@@ -29,6 +29,10 @@ def render_step(report: dict) -> str:
     if report["quota"]:
         rows = [[n, _resources(q["used"]), _resources(q["min"]), _resources(q["max"])] for n, q in report["quota"].items()]
         lines += [""] + ["  " + line for line in _table(["QUOTA NODE", "USED", "MIN", "MAX"], rows)]
+    if report.get("datasets"):
+        states = [f"{name} ({', '.join(f'{ns} {state}' for ns, state in by_ns.items()) or 'no namespace'})"
+                  for name, by_ns in report["datasets"].items()]
+        lines.append("  datasets: " + "; ".join(states))
     for ev in report["evictions"]:
         lines.append(f"  evicted {ev['namespace']}/{ev['name']}: {ev['message']}")
     waiting = Counter((p["namespace"], p["phase"], p["message"]) for p in report["pods"]

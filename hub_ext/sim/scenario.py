@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..quota import meta as m
+from ..quota.dataset import Dataset, check_datasets
 from ..quota.errors import ValidationError
 from ..quota.manifests import PARSERS, flatten, parse_object, read_file
 from ..quota.nodes import NodeSpec, parse_node
 
-_CLUSTER_SCOPED = {"PriorityClass", "Namespace", "ElasticQuotaTree", "Node"}
+_CLUSTER_SCOPED = {"PriorityClass", "Namespace", "ElasticQuotaTree", "Node", "Dataset"}
 _STEP_ACTIONS = ("apply", "delete", "advance")
 
 
@@ -102,6 +103,10 @@ def _parse_all(raw_list, where: str) -> list:
             out.append(parse_object(raw))
         except ValidationError as err:
             raise err.within(f"{where}[{i}]") from None
+    try:
+        check_datasets(o for o in out if isinstance(o, Dataset))
+    except ValidationError as err:
+        raise err.within(where) from None
     return out
 
 

@@ -8,6 +8,7 @@ same step. ``advance`` moves the clock for everything else time drives.
 
 from __future__ import annotations
 
+from ..quota.dataset import Dataset
 from ..quota.errors import ValidationError
 from ..quota.limitrange import LimitRange
 from ..quota.namespace import Namespace
@@ -18,8 +19,10 @@ from ..quota.resourcequota import ResourceQuota
 from ..quota.tree import ElasticQuotaTree
 from ..quota.workloads import WorkloadSpec
 from ..scheduler.engine import Engine
-from ..scheduler.model import Phase
+from ..scheduler.model import DATASET_NOT_ALLOWED, Phase, Pod
 from ..scheduler.owners import Owner
+from ..scheduler.submission import Refused, resolve_priority
+from .datasets import Datasets
 from .scenario import Ref, Scenario, Step
 
 # A step that has not settled after this many decision rounds is a bug, not a scenario.
@@ -32,6 +35,7 @@ class Simulator:
         self.engine = Engine()
         self.owners: dict[tuple[str, str, str], Owner] = {}
         self.namespaces: dict[str, Namespace] = {}
+        self.datasets = Datasets()
         self.now = 0.0
         for node in scenario.nodes:
             self._apply(node)
@@ -80,6 +84,8 @@ class Simulator:
             engine.apply_priority_class(obj)
         elif isinstance(obj, Namespace):
             self.namespaces[obj.name] = obj
+        elif isinstance(obj, Dataset):
+            self.datasets.apply(obj)
         elif isinstance(obj, WorkloadSpec):
             owner = self.owners.get(obj.key)
             if owner is None:
@@ -108,18 +114,52 @@ class Simulator:
             self.namespaces.pop(ref.name, None)
         elif ref.kind == "Node":
             raise ValidationError(f"deleting node {ref.name} is not supported by the simulator")
+        elif ref.kind == "Dataset":
+            self.datasets.delete(ref.name)
         else:
             owner = self.owners.pop((ref.kind, ref.namespace, ref.name), None)
             if owner is None:
                 raise ValidationError(f"{ref.kind} {ref.namespace}/{ref.name} not found")
             owner.delete(engine)
 
+    # -- datasets -----------------------------------------------------------
+    def _refresh_datasets(self) -> None:
+        engine = self.engine
+        if not self.datasets.declared:
+            return
+        known = {*self.namespaces, *(key[1] for key in self.owners), *engine.resource_quotas, *engine.limit_ranges,
+                 *(engine.quota.tree.leaf_of if engine.quota.tree is not None else ())}
+        self.datasets.refresh(known, lambda ns: engine.resource_quotas.get(ns, {}).values())
+
+    def _held(self, owner: Owner) -> list[Pod]:
+        """The pods ``owner`` would make now, held back by its datasets (never given to the engine: not counted)."""
+        out = []
+        for name in owner.upcoming(self.engine) if owner.spec.datasets else ():
+            reason = self.datasets.gate(owner.spec, name)
+            if reason is None:
+                return []
+            out.append(self._held_pod(owner.spec, name, reason))
+        return out
+
+    def _held_pod(self, spec: WorkloadSpec, name: str, reason) -> Pod:
+        try:
+            pc, priority, _ = resolve_priority(spec.template, self.engine.classes, name)
+        except Refused:
+            pc, priority = None, 0
+        return Pod(uid=0, namespace=spec.namespace, name=name, spec=spec.template,
+                   requests={r: a for r, a in spec.template.requests().items() if a}, limits=spec.template.limits(),
+                   priority=priority, priority_class=pc.name if pc else spec.template.priority_class_name,
+                   created=self.now, owner=None if spec.kind == "Pod" else (spec.kind, spec.name),
+                   phase=Phase.REJECTED if reason.code == DATASET_NOT_ALLOWED else Phase.PENDING, reason=reason)
+
     # -- time ---------------------------------------------------------------
     def _quiesce(self, evictions: list) -> None:
         """Reconcile owners and schedule until nothing changes at this instant."""
         for _ in range(MAX_ROUNDS):
+            self._refresh_datasets()
             for owner in self.owners.values():
-                owner.reconcile(self.engine, self.now)
+                if not self._held(owner):
+                    owner.reconcile(self.engine, self.now)
             decisions = self.engine.schedule(self.now)
             evictions.extend(e.to_dict() for e in decisions.evictions)
             if not decisions:
@@ -177,13 +217,18 @@ class Simulator:
                 self.engine.delete(pod.uid)
                 if pod.owner is None:
                     self.owners.pop(("Pod", pod.namespace, pod.name), None)
+        for key, owner in list(self.owners.items()):
+            if owner.spec.kind == "Pod" and any(p.phase is Phase.REJECTED for p in self._held(owner)):
+                del self.owners[key]
 
     # -- reporting ----------------------------------------------------------
     def report(self, index: int, step: Step, evictions: list) -> dict:
         engine = self.engine
         positions = engine.positions()
         pods = []
-        for pod in sorted(engine.pods.values(), key=lambda p: (p.namespace, p.owner_ref or "", p.created, p.uid)):
+        held = [pod for owner in self.owners.values() for pod in self._held(owner)]
+        ordered = sorted(engine.pods.values(), key=lambda p: (p.namespace, p.owner_ref or "", p.created, p.uid))
+        for pod in sorted(ordered + held, key=lambda p: (p.namespace, p.owner_ref or "")):  # held: after their kin
             item = pod.summary()
             if pod.uid in positions:
                 item["position"], item["leafPosition"] = positions[pod.uid]
@@ -201,4 +246,5 @@ class Simulator:
             "quota": quota,
             "evictions": evictions,
             "warnings": list(engine.warnings),
+            "datasets": self.datasets.report(),
         }
