@@ -27,7 +27,10 @@ from hub_ext.sim.scenario import load_scenario
 from hub_ext.sim.simulator import Simulator
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+# Datasets are simulated but not replayed yet (issue 20's cluster slice): those examples are
+# checked to be refused in one line, before the cluster is touched, instead.
+WITH_DATASETS = {p for p in (REPO / "examples").glob("*.yaml") if "kind: Dataset" in p.read_text()}
+EXAMPLES = sorted(set((REPO / "examples").glob("*.yaml")) - WITH_DATASETS)
 TENANCY = [sys.executable, "-m", "hub_ext.cli"]
 
 
@@ -139,6 +142,13 @@ def test_bad_input_is_one_line(tmp_path):
     one_line_error(tenancy("replay", str(bad), "--kubeconfig", str(garbage)), "bad.yaml", "steps[0].advance")
     one_line_error(tenancy("replay", example, "--kubeconfig", str(garbage), "--node-selector", "pool"),
                    "--node-selector 'pool'")
+
+
+@pytest.mark.parametrize("example", sorted(WITH_DATASETS), ids=lambda p: p.stem)
+def test_datasets_are_refused_in_one_line_until_replayed(control_plane, api, example):
+    done = tenancy("replay", str(example), "--kubeconfig", str(control_plane.kubeconfig))
+    one_line_error(done, "Dataset objects are not replayed yet")
+    assert not client.CoreV1Api(api).list_node(label_selector=REPLAY_LABEL).items
 
 
 def test_refused_by_rbac_is_one_line(control_plane, api):
