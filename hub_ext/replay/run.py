@@ -578,6 +578,7 @@ class Replay:
             "quota": self._quota(used_by_ns),
             "evictions": [names.unmap_text(ev.to_dict()) for ev in controller.evictions],
             "warnings": list(engine.warnings) + self.warnings + self._notes,
+            "datasets": {},  # a scenario with datasets is refused before it starts (not replayed yet)
         }
 
     def _engine_item(self, pod) -> dict:
