@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from ...scheduler.model import LIMIT_RANGE, RESOURCE_QUOTA, Reason
+from ...vocabulary import time_of_day
 from .api import JOB, POD, Kind, KubernetesError
 from .objects import JOB_UID_LABEL
 
@@ -223,7 +224,7 @@ class Follower:
                     break
                 self.observed(f, "Terminating", (pod.get("spec") or {}).get("nodeName"),
                               f"its pod {pod['metadata']['name']} is terminating (due to end by "
-                              f"{time.strftime('%H:%M:%S', time.localtime(detail))})")
+                              f"{time_of_day(detail)})")
                 timeout = deadline - time.time() + 0.5
             else:  # no pod yet: the Job controller has not made it (or could not)
                 self.observed(f, "Pending", None, "waiting for the Job controller to create its pod")

@@ -22,6 +22,7 @@ import socket
 import threading
 import time
 
+from ...vocabulary import time_of_day
 from .api import NODE, Api, Kind, KubernetesError
 
 #: backoff of a watch that fails, doubling from the first to the last
@@ -86,7 +87,7 @@ class ApiMonitor:
                          "retried with backoff; one line follows when it answers again",
                          self.server, f"{where}: " if where else "", err)
         self._health(f"the API server at {self.server} does not answer ({err}) since "
-                     f"{time.strftime('%H:%M:%S')}; nothing is admitted until it does")
+                     f"{time_of_day(time.time())}; nothing is admitted until it does")
 
     def attach(self, health) -> None:
         """Report to ``health`` from now on (and say now if the API server is already away)."""
