@@ -20,9 +20,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import harness  # noqa: E402
-from demo_hub import ROOT, service_answers  # noqa: E402
+from demo_hub import ROOT, demo_hub, wait_serving  # noqa: E402
 from harness import SIMPLE_CONFIG, HubError, RealHub  # noqa: E402
-from waiting import wait_for  # noqa: E402
 
 SKIP = os.environ.get("TENANCY_SKIP_HUB") == "1"
 
@@ -75,21 +74,16 @@ def hub_factory(chp_path, tmp_path_factory) -> Callable[..., ContextManager[Real
         if config_text is not None:
             config = work / "jupyterhub_config.py"
             config.write_text(config_text)
-            env = dict(env or {})
+            hub = RealHub(config, work, chp_path=chp_path, env=dict(env or {}), extra_config=extra_config, **kwargs)
         else:
-            config = root / "demo" / "jupyterhub_config.py"
-            env = {"TENANCY_DEMO_STATE": str(work / "state"), "TENANCY_SERVICE_PORT": str(harness.free_port()),
-                   "TENANCY_NOTEBOOK_WARNING_SECONDS": "2", **({"PYTHONPATH": str(root)} if root != ROOT else {}),
-                   **(env or {})}
-        hub = RealHub(config, work, chp_path=chp_path, env=env, extra_config=extra_config, **kwargs)
+            hub = demo_hub(chp_path, work, env=env, root=root, extra_config=extra_config, **kwargs)
         try:
             try:
                 hub.start()
             except HubError as e:
                 pytest.fail(f"hub did not start: {e}", pytrace=False)
             if config_text is None:
-                hub.tokens = {}
-                wait_for(lambda: service_answers(hub), "the tenancy service to answer")
+                wait_serving(hub)
             yield hub
         finally:
             hub.stop()

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness import RealHub, free_port
+from waiting import wait_for
+
 ROOT = Path(__file__).resolve().parents[2]
 API = "/services/tenancy/api/v1"
 
@@ -15,6 +18,24 @@ def service_answers(hub) -> bool:
         return hub.request("GET", f"{API}/health", timeout=5).status_code == 200
     except Exception:  # noqa: BLE001 - the proxy or the service is not there (yet)
         return False
+
+
+def demo_hub(chp_path: str, work: Path, *, env: dict[str, str] | None = None, root: Path = ROOT,
+             **kwargs) -> RealHub:
+    """The demo's hub (``root``/demo/jupyterhub_config.py), not started yet: its state in ``work``,
+    its service on a free port, notebooks warned 2 s before they are stopped; ``env`` adds to that
+    environment, ``kwargs`` go to ``RealHub`` (``extra_config``, ...). A ``root`` other than this
+    checkout runs that tree's demo and code."""
+    env = {"TENANCY_DEMO_STATE": str(work / "state"), "TENANCY_SERVICE_PORT": str(free_port()),
+           "TENANCY_NOTEBOOK_WARNING_SECONDS": "2", **({"PYTHONPATH": str(root)} if root != ROOT else {}),
+           **(env or {})}
+    return RealHub(root / "demo" / "jupyterhub_config.py", work, chp_path=chp_path, env=env, **kwargs)
+
+
+def wait_serving(hub) -> None:
+    """Once a demo hub has started: its tenancy service answers, and it keeps its users' tokens."""
+    hub.tokens = {}
+    wait_for(lambda: service_answers(hub), "the tenancy service to answer")
 
 
 def service_pid(hub) -> int:

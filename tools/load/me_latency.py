@@ -90,9 +90,8 @@ async def measure(base_url: str, quiet_token: str, flood_token: str, *, requests
 
 
 def main(argv=None) -> int:
-    from demo_hub import ROOT, service_answers, token
-    from harness import RealHub, free_port, install_chp
-    from waiting import wait_for
+    from demo_hub import demo_hub, token, wait_serving
+    from harness import install_chp
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=3000)
@@ -100,13 +99,10 @@ def main(argv=None) -> int:
     parser.add_argument("--json", action="store_true", help="one JSON object instead of lines")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as work:
-        # The demo's hub as tests/hub/conftest.py's hub_factory starts it (a fixture cannot be called here).
-        env = {"TENANCY_DEMO_STATE": str(Path(work) / "state"), "TENANCY_SERVICE_PORT": str(free_port())}
-        hub = RealHub(ROOT / "demo" / "jupyterhub_config.py", Path(work), chp_path=install_chp(), env=env)
+        hub = demo_hub(install_chp(), Path(work))
         try:
             hub.start()
-            hub.tokens = {}
-            wait_for(lambda: service_answers(hub), "the tenancy service to answer")
+            wait_serving(hub)
             figures = asyncio.run(measure(hub.url("").rstrip("/"), token(hub, "alice"), token(hub, "bob"),
                                           requests=args.requests, concurrency=args.concurrency))
         finally:
