@@ -99,6 +99,19 @@ class Backend(HasTraits, metaclass=_BackendMeta):
     def tenants_changed(self, tenants) -> None:
         """The tenants (hub groups with tenancy properties) were read again: every time, changed or not."""
 
+    def datasets_changed(self, wanted) -> None:
+        """What datasets each namespace may use was decided again (at start, when a dataset or a tenant
+        changed, and every time the tenants are read): ``wanted`` maps ``(dataset name, namespace)`` to
+        the ``quota.dataset.Dataset``. Make what each pair needs (claims, volumes, folders' access),
+        remove what is no longer wanted once nothing running uses it (``controller.datasets.in_use``),
+        and report each wanted pair's state with ``controller.dataset_state(name, namespace, state,
+        message)``: ``"Bound"`` (work may mount it), ``"Pending"`` (not yet; the message says what it
+        waits for) or ``"Refused"`` (it cannot be made: the message has the quota's or the API
+        server's words). Called from the service's loop: start slow work in the background. The
+        default makes nothing, so every wanted pair is Bound at once."""
+        for name, namespace in wanted:
+            self.controller.dataset_state(name, namespace, "Bound", None)
+
     async def forget(self, workload, pod, row) -> None:
         """A started pod was lost (its node went, it was deleted under us) and is queued again: remove
         what is left of it, never adopting it again. The default stops it."""

@@ -192,3 +192,32 @@ def claim_refusal(ds: Dataset, quotas, used: dict[str, int]) -> str | None:
             return f'persistentvolumeclaims "{ds.name}" is forbidden: {over}'
     return None
 
+
+
+# -- what a backend makes of a dataset in one namespace, and how work mounts it -----------------
+
+def claim_name(ds: Dataset) -> str | None:
+    """The PersistentVolumeClaim work in a namespace mounts for ``ds``: the one made here (named
+    after the dataset) for a ``persistentVolume`` source, the existing one for a ``claim`` source,
+    None for a ``path`` (a folder; ``hostPath`` on Kubernetes)."""
+    if ds.source_kind == "persistentVolume":
+        return ds.name
+    if ds.source_kind == "claim":
+        return str(ds.source)
+    return None
+
+
+def volume_name(ds: Dataset, namespace: str) -> str:
+    """The PersistentVolume made for ``ds`` in ``namespace`` (a static PV binds one claim only, so
+    each namespace has its own, from the same source). Cluster-scoped, so it names both; at most
+    253 characters, a DNS subdomain."""
+    return f"tenancy-{ds.name}.{namespace}"
+
+
+def volume_source(ds: Dataset) -> dict:
+    """The pod volume source that mounts ``ds`` (Kubernetes' shape, also what the workload's view
+    carries): the claim, read-only as the dataset says, or the folder as a ``hostPath``."""
+    claim = claim_name(ds)
+    if claim is not None:
+        return {"persistentVolumeClaim": {"claimName": claim, "readOnly": ds.read_only}}
+    return {"hostPath": {"path": str(ds.source), "type": "Directory"}}

@@ -58,7 +58,7 @@ def read_sse(hub, path: str, tok: str, until, timeout: float = 30) -> list[dict]
 def workloads(hub, user: str, **query) -> list[dict]:
     qs = "&".join(f"{k}={v}" for k, v in query.items())
     status, body = svc(hub, user, "GET", "/workloads" + (f"?{qs}" if qs else ""))
-    assert status == 200, f"HTTP {status}; the hub's log (the service's with it):\n{hub.log_tail(80)}"
+    assert status == 200, f"HTTP {status}: {body}; the hub's log (the service's with it):\n{hub.log_tail(80)}"
     return body["workloads"]
 
 
