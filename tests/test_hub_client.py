@@ -77,3 +77,68 @@ async def test_an_unknown_user_is_none_and_cached_as_such(hub_api):
     assert await hub.user("nobody") is None
     assert await hub.user("nobody") is None
     assert asked == ["nobody"]
+
+
+class _Hub(web.RequestHandler):
+    """The hub API the service needs to answer ``/me``: the token's owner (5xx while ``fail`` is
+    left), the user, no groups."""
+
+    def initialize(self, seen, fail):
+        self.seen, self.fail = seen, fail
+
+    def get(self, what):
+        self.seen.append(what)
+        if what == "user" and self.fail:
+            self.fail.pop()
+            raise web.HTTPError(502)
+        if what in ("groups", "users"):
+            self.finish(json.dumps({"items": [], "_pagination": {"next": None}}))
+            return
+        self.finish(json.dumps({"kind": "user", "name": "ann", "admin": False, "groups": [],
+                                "scopes": ["access:services!service=tenancy", "custom:tenancy:use"]}))
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("failures, status", [(1, 200), (2, 503)])
+async def test_a_hub_that_fails_once_to_check_a_token_is_asked_again(tmp_path, failures, status):
+    """The real service (a process) in front of a hub that answers 502 to a token check ``failures``
+    times: once is asked again after a moment (the user gets their answer), twice is the 503 the
+    user may retry. (A small tornado hub: the real one cannot be made to fail once on demand.)"""
+    import os
+    import sys
+
+    from tornado.httpclient import AsyncHTTPClient
+
+    seen, fail = [], [True] * failures
+    app = web.Application([(r"/hub/api/(user|users|groups|users/ann)", _Hub, {"seen": seen, "fail": fail})])
+    sockets = bind_sockets(0, "127.0.0.1")
+    server = HTTPServer(app)
+    server.add_sockets(sockets)
+    hub_port = sockets[0].getsockname()[1]
+    port_socket = bind_sockets(0, "127.0.0.1")[0]
+    port = port_socket.getsockname()[1]
+    port_socket.close()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("JUPYTERHUB_")},
+           "JUPYTERHUB_API_URL": f"http://127.0.0.1:{hub_port}/hub/api", "JUPYTERHUB_API_TOKEN": "s" * 32,
+           "JUPYTERHUB_SERVICE_PREFIX": "/services/tenancy/", "JUPYTERHUB_SERVICE_NAME": "tenancy"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "hub_ext.cli", "serve", "--port", str(port), "--db", f"sqlite:///{tmp_path}/t.sqlite",
+        cwd=tmp_path, env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+    client = AsyncHTTPClient()
+    url = f"http://127.0.0.1:{port}/services/tenancy/api/v1"
+    try:
+        async def healthy():
+            try:
+                return (await client.fetch(url + "/health", raise_error=False)).code == 200
+            except OSError:
+                return False
+        await until(healthy, "the service to answer /health", timeout=60)
+        resp = await client.fetch(url + "/me", headers={"Authorization": "token " + "t" * 32}, raise_error=False)
+        assert resp.code == status, resp.body
+        assert seen.count("user") == 2  # the token check, and once again
+        if status == 503:
+            assert "the hub cannot confirm who you are" in json.loads(resp.body)["error"]
+    finally:
+        proc.kill()
+        await proc.wait()
+        server.stop()

@@ -118,13 +118,7 @@ class APIHandler(HubOAuthenticated, SecureHeaders):
         self._body, self._body_size = [], 0
         if self.controller.health.starting:
             raise web.HTTPError(503, "the tenancy service is starting (restoring its state); try again in a moment")
-        try:
-            model = await self.hub_auth.get_user(self, sync=False)
-        except web.HTTPError as err:
-            if err.status_code < 500:
-                raise
-            self.controller.log.warning("checking a token with the hub failed: %s", err.log_message)
-            raise web.HTTPError(503, "the hub cannot confirm who you are right now; try again in a moment") from None
+        model = await self._hub_user()
         if model and model.get("kind") == "service" and model.get("name") == self.settings.get("service_name"):
             self.identity = SERVICE  # our own token: the hub's spawner (only the hub and we hold it)
             return
@@ -171,6 +165,24 @@ class APIHandler(HubOAuthenticated, SecureHeaders):
     def on_connection_close(self):
         super().on_connection_close()
         self._end_turn()
+
+    async def _hub_user(self) -> dict | None:
+        """The hub's model of the request's token (None: no token, or one the hub does not know).
+
+        The hub answering 5xx (or not at all) once is asked again after a moment: a hub busy
+        writing its database must not bounce a user; twice is a 503 the user may retry."""
+        for attempt in (1, 2):
+            try:
+                return await self.hub_auth.get_user(self, sync=False)
+            except web.HTTPError as err:
+                if err.status_code < 500:
+                    raise
+                self.controller.log.warning("checking a token with the hub failed (attempt %d of 2): %s",
+                                            attempt, err.log_message)
+                if attempt == 1:
+                    vars(self).pop("_cached_hub_user", None)  # HubAuth answers once per request unless told
+                    await asyncio.sleep(0.5)
+        raise web.HTTPError(503, "the hub cannot confirm who you are right now; try again in a moment")
 
     def _browser_navigation(self) -> bool:
         return (self.request.method == "GET" and "Authorization" not in self.request.headers
