@@ -13,6 +13,7 @@ To add a case, add a row.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -318,7 +319,8 @@ PARAMS = [
 
 @pytest.fixture(scope="module")
 def outcomes(request, tmp_path_factory):
-    """Every selected (command, case) run once, in parallel (each run is a fresh interpreter)."""
+    """Every selected (command, case) run once, each in a process of its own (forked from one
+    interpreter that imported the CLI once: tests/cli_batch.py), in two batches side by side."""
     selected = {
         item.callspec.id for item in request.session.items
         if getattr(item, "originalname", None) == "test_bad_input_is_one_line_exit_1_naming_the_culprit"
@@ -330,9 +332,22 @@ def outcomes(request, tmp_path_factory):
         command, content = param.values[0], param.values[1]
         directory = tmp_path_factory.mktemp("case")
         jobs[param.id] = (command, _write(directory, content))
-    with ThreadPoolExecutor(max_workers=min(16, (os.cpu_count() or 2) * 2)) as pool:
-        futures = {key: pool.submit(tenancy, command, path) for key, (command, path) in jobs.items()}
-        return {key: (jobs[key][1], future.result()) for key, future in futures.items()}
+    keys = list(jobs)
+    halves = [keys[0::2], keys[1::2]]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        batches = list(pool.map(lambda half: batch([[jobs[k][0], jobs[k][1]] for k in half]), halves))
+    return {key: (jobs[key][1], proc) for half, procs in zip(halves, batches) for key, proc in zip(half, procs)}
+
+
+def batch(commands: list[list[str]]) -> list[subprocess.CompletedProcess]:
+    """``tenancy`` run for each argv of ``commands`` (tests/cli_batch.py), as ``tenancy(*argv)`` would."""
+    if not commands:
+        return []
+    proc = subprocess.run([sys.executable, str(REPO / "tests" / "cli_batch.py")], input=json.dumps(commands),
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return [subprocess.CompletedProcess(argv, code, out, err)
+            for argv, (code, out, err) in zip(commands, json.loads(proc.stdout))]
 
 
 @pytest.mark.parametrize("command,content,culprits,commands", PARAMS)
