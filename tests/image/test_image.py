@@ -1,7 +1,7 @@
 """The service's image, built without a container daemon (``tools/image/build.sh``: mmdebstrap, umoci)
 and run by an OCI runtime: its own entrypoint, as its own user, serves ``/health``.
 
-Run after the other tiers (scripts/test): the build keeps both cores busy for minutes.
+Run beside the other tiers at the lowest CPU and I/O priority (scripts/test): it takes what they leave idle.
 """
 
 from __future__ import annotations

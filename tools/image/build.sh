@@ -129,7 +129,9 @@ EOF
   "$RUNTIME" run --bundle "$WORK/run" "tenancy-image-$$" </dev/null >"$WORK/container.log" 2>&1 &
   CRUN=$!
   url="http://127.0.0.1:$PORT/services/tenancy/api/v1/health"
-  for _ in $(seq 1 120); do
+  # Generous: beside the test tiers the build runs at the lowest priority and may wait its turn.
+  WAIT=${TENANCY_IMAGE_WAIT_SECONDS:-300}
+  for _ in $(seq 1 $((WAIT * 2))); do
     kill -0 "$CRUN" 2>/dev/null || die "the container exited ($(wait "$CRUN"; echo $?)): $(tail -5 "$WORK/container.log")"
     if body=$(curl -fsS --noproxy '*' "$url" 2>/dev/null); then
       log "the image's entrypoint answers $url: $body"
@@ -138,5 +140,5 @@ EOF
     fi
     sleep 0.5
   done
-  die "the container did not answer $url within 60 s"
+  die "the container did not answer $url within $WAIT s"
 fi
