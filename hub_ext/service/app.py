@@ -37,6 +37,7 @@ from ..quota.tree import parse_tree
 from ..tenants import tenants_from_groups
 from .controller import Controller
 from .dashboard import page_routes
+from .dataset_handlers import dataset_routes
 from .handlers import load_openapi, routes
 from .history import History
 from .hub import HubClient, HubError, hub_token, take_hub_token
@@ -403,7 +404,8 @@ class TenancyService(Application):
         self.history = History(controller, interval=self.history_interval_seconds,
                                retention_hours=self.history_retention_hours, metrics=self.metrics)
         app = web.Application(
-            routes(prefix) + [(prefix + "api/v1/room", RoomHandler), (prefix + "oauth_callback", OAuthCallbackHandler)]
+            routes(prefix) + dataset_routes(prefix + "api/v1")
+            + [(prefix + "api/v1/room", RoomHandler), (prefix + "oauth_callback", OAuthCallbackHandler)]
             + page_routes(prefix),
             controller=controller, hub=self.hub, hub_auth=hub_auth, metrics=self.metrics,
             history=self.history, page_prefix=prefix,

@@ -287,6 +287,17 @@ class Datasets:
                 count += 1
         return count
 
+    def listing(self, namespaces) -> list[dict]:
+        """The datasets of ``namespaces``, one per dataset and namespace (``/me``, for the Lab panel)."""
+        out = []
+        for ds in sorted(self.for_namespaces(namespaces), key=lambda d: d.name):
+            for ns in self.namespaces(ds):
+                if ns in namespaces:
+                    state, message = self.state(ds.name, ns)
+                    out.append({"name": ds.name, "description": ds.description, "mountPath": ds.mount_path,
+                                "readOnly": ds.read_only, "state": state, "message": message, "namespace": ns})
+        return out
+
     def for_namespaces(self, namespaces) -> list[Dataset]:
         """The datasets any of ``namespaces`` may use (None: all)."""
         if namespaces is None:
