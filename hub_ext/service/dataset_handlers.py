@@ -79,7 +79,10 @@ class DatasetsHandler(APIHandler):
     async def get(self):
         c, who = self.controller, self.identity
         datasets = c.datasets.for_namespaces(who.namespaces())
-        self.send({"datasets": [visible(c, who, c.datasets.view(ds)) for ds in sorted(datasets, key=lambda d: d.name)]})
+        out = {"datasets": [visible(c, who, c.datasets.view(ds)) for ds in sorted(datasets, key=lambda d: d.name)]}
+        if who.admin:  # the latest changes (the tree's and the datasets'), for the admins' page
+            out["audit"] = audit_trail(c.store, 20)
+        self.send(out)
 
 
 class DatasetHandler(APIHandler):
