@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -235,3 +236,28 @@ def test_work_naming_no_dataset_mounts_every_bound_one_of_its_namespace(tmp_path
     assert c.view(mine)["datasets"][0]["mountPath"] == "/data/f"
     for r in (nb, job, none, mine):
         c.cancel(Identity(name="admin", admin=True), r)
+
+
+# -- the service's configuration ------------------------------------------------------------------
+
+@pytest.mark.parametrize("datasets, message", [
+    ([dataset("svc-a", "/srv/a"), dataset("svc-b", "/srv/b", mountPath="/datasets/svc-a")],
+     "TenancyService.datasets: Dataset svc-b: mountPath /datasets/svc-a is also Dataset svc-a's"),
+    ([dataset("svc-a", "/srv/a"), dataset("svc-a", "/srv/b")], "TenancyService.datasets: Dataset svc-a: declared twice"),
+    ([dataset("svc-a", "/srv/a", teams=[], namespaces=[])],
+     "TenancyService.datasets[0]: Dataset svc-a: spec names no teams and no namespaces"),
+    ([{**dataset("svc-a"), "spec": {"teams": ["t"], "source": {"path": "/a", "claim": "c"}}}],
+     "TenancyService.datasets[0]: Dataset svc-a: spec.source: give exactly one of persistentVolume, claim, path "
+     "(got claim and path)"),
+], ids=["mount-clash", "twice", "nobody", "two-sources"])
+def test_a_bad_configured_dataset_stops_the_service_with_one_line(tmp_path, datasets, message):
+    config = tmp_path / "tenancy_config.py"
+    config.write_text(f"c.TenancyService.datasets = {datasets!r}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTERHUB_")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run([sys.executable, "-m", "hub_ext.cli", "serve", "--config", str(config), "--port", "0",
+                           "--db", f"sqlite:///{tmp_path}/t.sqlite", f"--LocalBackend.data_dir={tmp_path / 'data'}"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"tenancy serve: error: {message}"), done.stderr

@@ -372,6 +372,7 @@ class TenancyService(Application):
         problems = contract_problems(self.backend_class)
         if problems:
             raise ValidationError(f"TenancyService.backend_class: {'; '.join(problems)}")
+        datasets = self._datasets()  # before anything is made: a bad one is the only line
         store = Store(self.db_url, sqlite_synchronous=self.sqlite_synchronous)
         self.hub = HubClient()
         backend = self.backend_class(hub=self.hub, parent=self)
@@ -393,7 +394,7 @@ class TenancyService(Application):
                 controller.apply_object(parse_object(raw))
             except ValidationError as err:
                 raise err.within(f"TenancyService.objects[{i}]") from None
-        controller.datasets.configure(self._datasets())
+        controller.datasets.configure(datasets)
         prefix = self.prefix if self.prefix.endswith("/") else self.prefix + "/"
         # The handlers (ours and jupyterhub's OAuth callback) all use this one singleton.
         # The token came through a pipe (take_hub_token): it is in no environment, ours or a workload's.

@@ -125,6 +125,7 @@ class LocalBackend(LoggingConfigurable, Backend):
         super().__init__(**kwargs)
         self.hub = hub
         self._tenants: list = []
+        self._guarded: set[str] = set()  # datasets whose folders' groups this service keeps
         self._procs: dict[int, subprocess.Popen] = {}
         self.accounts = LocalAccounts(parent=self)
         self.per_user = running_as_root()
@@ -169,6 +170,12 @@ class LocalBackend(LoggingConfigurable, Backend):
             state, message = self._dataset_access(ds, namespaces)
             for namespace in namespaces:
                 self.controller.dataset_state(name, namespace, state, message)
+        for name in self._guarded - set(by_name):  # no longer wanted anywhere: its group loses everyone
+            self._guarded.discard(name)
+            try:
+                set_members(group_name(name), set())
+            except (DatasetError, KeyError) as err:
+                self.log.warning("could not empty the group of dataset %s: %s", name, err)
 
     def _dataset_access(self, ds, namespaces) -> tuple[str, str | None]:
         if ds.source_kind != "path":
@@ -191,6 +198,7 @@ class LocalBackend(LoggingConfigurable, Backend):
         try:
             group = ensure_group(group_name(ds.name))
             set_members(group.gr_name, accounts)
+            self._guarded.add(ds.name)
             guard_folder(folder, group.gr_gid, ds.read_only)
         except (DatasetError, OSError) as err:
             return "Refused", f"cannot guard the folder {folder}: {err}"
