@@ -201,12 +201,23 @@ class Datasets:
     def _mount_path(self, item: dict) -> str:
         return item.get("mountPath") or self.declared[item["name"]].mount_path
 
+    def _bound_in(self, namespace: str) -> list[dict]:
+        return [{"name": name} for (name, ns), (state, _) in sorted(self.states.items())
+                if ns == namespace and state == BOUND and name in self.declared]
+
+    def pin(self, row) -> None:
+        """A workload naming no dataset starts: what it mounts is what is Bound now, kept in its spec
+        (``mounted``), so that a dataset Bound later is not counted as used by it."""
+        if row.spec.get("datasets") is None and row.spec.get("mounted") is None:
+            row.spec = {**row.spec, "mounted": self._bound_in(row.namespace)}
+
     def uses(self, row) -> list[dict]:
         """What the workload mounts (or, waiting, will): each ``{"name", "mountPath", "readOnly", "volume"}``."""
         named = row.spec.get("datasets")
-        if named is None:  # every dataset Bound in its namespace
-            named = [{"name": name} for (name, ns), (state, _) in sorted(self.states.items())
-                     if ns == row.namespace and state == BOUND and name in self.declared]
+        if named is None:  # every dataset Bound in its namespace (when it started, once it has)
+            named = row.spec.get("mounted")
+        if named is None:
+            named = self._bound_in(row.namespace)
         out = []
         for item in named:
             ds = self.declared.get(item["name"])

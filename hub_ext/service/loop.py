@@ -190,6 +190,7 @@ class Loop:
         if row is None:
             return
         self.store.record(now, "started", f"{pod.name} admitted on {pod.node}", row.id)
+        c.datasets.pin(row)  # what it mounts, before the backend mounts it
         if c.metrics is not None:
             c.metrics.admitted(pod)
         c._spawn(c.backend.start(row, pod, prow))
