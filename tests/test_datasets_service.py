@@ -265,3 +265,26 @@ def test_a_bad_configured_dataset_stops_the_service_with_one_line(tmp_path, data
     assert done.returncode == 1, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"tenancy serve: error: {message}"), done.stderr
+
+
+def test_a_dry_run_says_what_each_namespace_would_get_and_what_its_quota_refuses(tmp_path, folders):
+    from hub_ext.quota import parse_object
+    from hub_ext.service.dataset_handlers import provision
+
+    pv = {"capacity": {"storage": "10Gi"}, "hostPath": {"path": "/srv/fashion"}}
+    old = parse_dataset(dataset("svc-pv", teams=["team-a", "team-b"], source={"persistentVolume": pv}))
+    c = make(tmp_path, folders, [dataset("svc-pv", teams=["team-a", "team-b"], source={"persistentVolume": pv})])
+    c.apply_object(parse_object({"apiVersion": "v1", "kind": "ResourceQuota",
+                                 "metadata": {"name": "no-claims", "namespace": "team-d"},
+                                 "spec": {"hard": {"persistentvolumeclaims": "0"}}}))
+    new = parse_dataset(dataset("svc-pv", teams=["team-b", "team-d"], source={"persistentVolume": pv}))
+    assert provision(c, new, old) == [
+        {"namespace": "team-a", "action": "remove", "refused": None},
+        {"namespace": "team-b", "action": "keep", "refused": None},
+        {"namespace": "team-d", "action": "create", "refused": 'persistentvolumeclaims "svc-pv" is forbidden: '
+                                                           "exceeded quota: no-claims, requested: "
+                                                           "persistentvolumeclaims=1, used: persistentvolumeclaims=0, "
+                                                           "limited: persistentvolumeclaims=0"}]
+    bigger = parse_dataset(dataset("svc-pv", teams=["team-b"], source={"persistentVolume": pv}, size="5Gi"))
+    assert [p["action"] for p in provision(c, bigger, old)] == ["remove", "create"]  # a new size: made anew
+    assert c.datasets.declared["svc-pv"] == old  # nothing changed

@@ -14,6 +14,7 @@ accounts may cross (``/tmp/tenancy-datasets-*``, 0711, as ``/srv`` would be).
 
 from __future__ import annotations
 
+import grp
 import json
 import os
 import shutil
@@ -177,3 +178,24 @@ def test_a_refused_dataset_is_a_health_problem_and_work_waits_for_a_folder_to_ap
     assert report["reads"] == {}  # the probe only reads fashion-mnist; the link is there:
     assert os.path.realpath(report["datasets"]["later"]) == str(later)
     assert svc(hub, "admin", "DELETE", "/datasets/later")[0] == 200
+
+
+def test_alices_notebook_finds_the_dataset_in_her_home_and_in_its_environment(hub):
+    from demo_hub import token
+
+    status = hub.start_server("alice", options={"profile": "small"}, token=token(hub, "alice"), check=False)[0]
+    assert status in (201, 202)
+    hub.wait_server_ready("alice", timeout=90)
+    try:
+        pid = hub.api("GET", "/users/alice")[1]["servers"][""]["state"]["pid"]
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+        home = env[b"HOME"].decode()
+        datasets = json.loads(env[b"TENANCY_DATASETS"])
+        assert datasets == {"fashion-mnist": f"{home}/datasets/fashion-mnist"}
+        assert os.readlink(datasets["fashion-mnist"]) == str(hub.state / "datasets" / "fashion-mnist")
+        with open(f"/proc/{pid}/status") as f:
+            groups = next(line for line in f if line.startswith("Groups:")).split()[1:]
+        assert str(grp.getgrnam("tenancy-ds-fashion-mnist").gr_gid) in groups  # her server may enter it
+    finally:
+        hub.stop_server("alice", timeout=60)
