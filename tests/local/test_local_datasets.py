@@ -9,6 +9,7 @@ by either; nobody writes to a read-only one; a dataset no longer wanted leaves i
 from __future__ import annotations
 
 import grp
+import json
 import os
 import pwd
 import shutil
@@ -134,3 +135,58 @@ def test_a_writable_dataset_lets_its_team_write_and_keeps_new_files_in_its_group
 def _row(c, namespace) -> WorkloadRow:
     return WorkloadRow(id="w1", kind="training", name="job", user="dsreader", namespace=namespace, spec={},
                        state="Running", created=0.0, succeeded=0)
+
+
+NOT_ROOT = r"""
+import json, os, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from builders import node, tree
+from hub_ext.backends.local import LocalBackend
+from hub_ext.backends.local.datasets import link_datasets
+from hub_ext.backends.local.workdir import make_workdir
+from hub_ext.quota.dataset import parse_dataset
+from hub_ext.service.controller import Controller
+from hub_ext.service.store import Store, WorkloadRow
+from hub_ext.tenants import tenants_from_groups
+
+top = Path(sys.argv[1])
+tree_ = tree(node("root", {"cpu": 8}, {"cpu": 8}, children=[node("a", {"cpu": 8}, {"cpu": 8}, ["team-a"])]))
+backend = LocalBackend(nodes_config=[{"name": "n1", "allocatable": {"cpu": "8"}}], data_dir=str(top / "data"),
+                       allow_shared_account=True)
+c = Controller(store=Store(f"sqlite:///{top}/t.sqlite"), tree=tree_, backend=backend)
+c.set_tenants(tenants_from_groups([{"name": "team-a", "users": ["a"], "properties": {"tenancy.namespace": "team-a"}}],
+                                  tree_))
+c.datasets.configure([parse_dataset({"apiVersion": "tenancy.jupyter.org/v1alpha1", "kind": "Dataset",
+    "metadata": {"name": "shared"}, "spec": {"teams": ["team-a"], "source": {"path": str(top / "folder")}}})])
+c.datasets.start()
+row = WorkloadRow(id="w1", kind="training", name="j", user="a", namespace="team-a", spec={}, state="Running",
+                  created=0.0, succeeded=0)
+work = make_workdir(top / "data", "w1", os.getuid(), os.getgid())
+links = link_datasets(work, c.datasets.uses(row), os.getuid(), os.getgid())
+print(json.dumps({"state": c.datasets.state("shared", "team-a"), "links": links,
+                  "read": open(Path(links["shared"]) / "f.txt").read()}))
+"""
+
+
+def test_a_service_that_is_not_root_links_the_folder_and_says_access_cannot_be_enforced(top):
+    """A real service process as an account that is not root (``nobody``): no group, no folder given away."""
+    from hub_ext.backends.local.account_python import python_for_accounts
+
+    os.chmod(top, 0o777)
+    (top / "folder").mkdir(mode=0o755)
+    (top / "folder" / "f.txt").write_text("data")
+    os.chmod(top / "folder" / "f.txt", 0o644)
+    tests = Path(__file__).resolve().parents[1]
+    nobody = pwd.getpwnam("nobody")
+    done = subprocess.run([python_for_accounts(), "-c", NOT_ROOT, str(top), str(tests)], capture_output=True,
+                          text=True, timeout=120, user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[],
+                          cwd=str(top), env={"PYTHONPATH": str(tests.parent), "PATH": os.defpath, "HOME": str(top)})
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["state"] == ["Bound", f"this service does not run as root, so who may read {top / 'folder'} cannot be "
+                                     "enforced: every account reads it as its modes allow"]
+    assert out["links"] == {"shared": str(top / "data" / "workloads" / "w1" / "datasets" / "shared")}
+    assert out["read"] == "data"
+    st = os.stat(top / "folder")
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o755)  # left as it was
