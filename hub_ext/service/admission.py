@@ -94,7 +94,7 @@ class Admission:
         engine = self.engine.replica(tree_with_tenants(c.base_tree, c.tenants))
         name = _dns(spec.get("name") or (f"nb-{who.name}" if kind == NOTEBOOK else "train") + "-dry-run")
         owner = owner_for(kind, namespace, name, spec)
-        held = c.datasets.gate(_Probe(spec, namespace))
+        held = c.datasets.gate(spec, namespace)
         if held is not None:  # held back before the engine: neither admitted nor counted
             return {"dryRun": True, "kind": kind, "namespace": namespace, "tenant": tenant.group if tenant else None,
                     "priorityClassName": spec["priorityClassName"], "state": "Pending", "startsAfterEvictions": False,
@@ -229,13 +229,6 @@ class Admission:
         c.viewer.notify([row.id])
         c.loop.poke([])
         return row
-
-
-class _Probe:
-    """What ``Datasets.gate`` reads of a workload, for one not made yet (a dry run)."""
-
-    def __init__(self, spec: dict, namespace: str):
-        self.spec, self.namespace = spec, namespace
 
 
 def _dns(name: str) -> str:

@@ -238,27 +238,28 @@ class Datasets:
                 return True
         return False
 
-    def gate(self, row) -> Reason | None:
-        """Why the workload's next pods may not be made now: a dataset it names is not Bound."""
-        for item in row.spec.get("datasets") or ():
+    def gate(self, spec: dict, namespace: str) -> Reason | None:
+        """Why a workload of ``spec`` in ``namespace`` may not make its next pods now: a dataset it names is
+        not Bound there."""
+        for item in spec.get("datasets") or ():
             name = item["name"]
             ds = self.declared.get(name)
-            if ds is None or not self.allows(ds, row.namespace):
-                why = "it is gone" if ds is None else f"it is no longer for namespace {row.namespace}"
+            if ds is None or not self.allows(ds, namespace):
+                why = "it is gone" if ds is None else f"it is no longer for namespace {namespace}"
                 return Reason(DATASET_NOT_READY, f"waiting for dataset {name}: {why}",
-                              {"dataset": name, "namespace": row.namespace, "state": "Missing"})
-            state, words = self.state(name, row.namespace)
+                              {"dataset": name, "namespace": namespace, "state": "Missing"})
+            state, words = self.state(name, namespace)
             if state != BOUND:
-                text = f"waiting for dataset {name}: it is {state.lower()} in {row.namespace}" + \
+                text = f"waiting for dataset {name}: it is {state.lower()} in {namespace}" + \
                        (f": {words}" if words else "")
-                return Reason(DATASET_NOT_READY, text, {"dataset": name, "namespace": row.namespace, "state": state})
+                return Reason(DATASET_NOT_READY, text, {"dataset": name, "namespace": namespace, "state": state})
         return None
 
     def hold(self, row, owner, now: float) -> bool:
         """Whether the workload's owner must not make its next pods now (its row then says why, once)."""
         if not row.spec.get("datasets"):
             return False
-        reason = self.gate(row) if owner.upcoming(self.c.engine) else None
+        reason = self.gate(row.spec, row.namespace) if owner.upcoming(self.c.engine) else None
         if reason is None:
             self.held.pop(row.id, None)
             return False

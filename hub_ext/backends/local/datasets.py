@@ -99,9 +99,14 @@ def grant(account: str, dataset: str) -> bool:
 
 
 def guard_folder(path: str, gid: int, read_only: bool) -> None:
-    """The folder is root's, in the dataset's group: 0750 read-only, 2770 writable; others nothing."""
-    os.chown(path, 0, gid)
-    os.chmod(path, 0o750 if read_only else 0o2770)
+    """The folder is root's, in the dataset's group: 0750 read-only, 2770 writable; others nothing.
+    (Looked at every few seconds: changed only when it differs.)"""
+    mode = 0o750 if read_only else 0o2770
+    st = os.stat(path)
+    if (st.st_uid, st.st_gid) != (0, gid):
+        os.chown(path, 0, gid)
+    if stat.S_IMODE(st.st_mode) != mode or (st.st_uid, st.st_gid) != (0, gid):  # chown clears the setgid bit
+        os.chmod(path, mode)
 
 
 def folder_problem(path: str) -> str | None:
