@@ -3,6 +3,7 @@
 The teams themselves are hub groups, defined in ``jupyterhub_config.py`` (``load_groups``).
 """
 
+import importlib.util
 import os
 
 from hub_ext.backends.local.account_python import python_for_accounts
@@ -36,4 +37,21 @@ if os.environ.get("TENANCY_HISTORY_SECONDS"):
 c.TenancyService.objects = [
     {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "dev-quota", "namespace": "team-d"},
      "spec": {"hard": {"requests.cpu": "15", "pods": "6"}}},
+]
+# The second seed's dataset: fashion-mnist for team-a and team-b, here a folder with a small
+# sample made on first start (no download; demo/fashion_sample.py). Their notebooks and jobs
+# find it at datasets/fashion-mnist in their working folder and in TENANCY_DATASETS; as root,
+# only team-a's and team-b's accounts may enter it (the others get "Permission denied").
+_spec = importlib.util.spec_from_file_location("fashion_sample", os.path.join(here, "fashion_sample.py"))
+_sample = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_sample)
+datasets = os.path.join(state, "datasets")
+os.makedirs(datasets, exist_ok=True)
+os.chmod(datasets, 0o711)  # accounts cross it to the folders they may enter; nobody lists it
+_sample.make_sample(os.path.join(datasets, "fashion-mnist"))
+c.TenancyService.datasets = [
+    {"apiVersion": "tenancy.jupyter.org/v1alpha1", "kind": "Dataset", "metadata": {"name": "fashion-mnist"},
+     "spec": {"description": "Fashion-MNIST sample: 300 images of 28x28, ten classes (made by the demo)",
+              "teams": ["team-a", "team-b"], "source": {"path": os.path.join(datasets, "fashion-mnist")},
+              "readOnly": True, "mountPath": "/datasets/fashion-mnist"}},
 ]

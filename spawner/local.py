@@ -17,6 +17,7 @@ from jupyterhub.spawner import SimpleLocalProcessSpawner, SpawnException, set_us
 from traitlets import Bool, default
 
 from hub_ext.backends.local.accounts import AccountError, LocalAccounts, running_as_root
+from hub_ext.backends.local.datasets import LINKS, DatasetError, grant
 
 from .mixin import TenancySpawnerMixin
 
@@ -42,6 +43,7 @@ class TenancyLocalSpawner(TenancySpawnerMixin, SimpleLocalProcessSpawner):
         return running_as_root()
 
     _account = None
+    _datasets: dict[str, str] = {}  # name -> folder, linked at datasets/<name> in the server's folder
 
     async def _ensure_account(self):
         if not running_as_root():
@@ -60,14 +62,38 @@ class TenancyLocalSpawner(TenancySpawnerMixin, SimpleLocalProcessSpawner):
             await self._ensure_account()  # before queueing: a user who cannot run anything should not wait
         return await super().start()
 
+    async def tenancy_admitted(self, wl) -> None:
+        """The folders of the datasets it mounts: its account joins their groups (before its process takes
+        its groups), and the server's folder gets ``datasets/<name>`` links to them."""
+        self._datasets = {d["name"]: d["volume"]["hostPath"]["path"] for d in wl.get("datasets") or []
+                          if "hostPath" in (d.get("volume") or {})}
+        if self.per_user_accounts:
+            for name in self._datasets:
+                try:
+                    await asyncio.to_thread(grant, self._account.pw_name, name)
+                except DatasetError as err:
+                    self.log.warning("%s cannot join the group of dataset %s: %s", self._account.pw_name, name, err)
+
+    def dataset_path(self, use: dict) -> str:
+        home = self._account.pw_dir if self.per_user_accounts else self.home_dir
+        return os.path.join(home, LINKS, use["name"])
+
     def make_preexec_fn(self, name):
+        datasets = dict(self._datasets)
         if not self.per_user_accounts:
-            return super().make_preexec_fn(name)
+            setup = super().make_preexec_fn(name)
+
+            def shared():
+                setup()
+                _link(datasets)
+
+            return shared
         become = set_user_setuid(self._account.pw_name)  # its uid, gid and own groups; then cd to its home
 
         def preexec():
             os.umask(0o077)
             become()
+            _link(datasets)  # as the account, in its home: nothing of root's is followed there
 
         return preexec
 
@@ -93,3 +119,20 @@ class TenancyLocalSpawner(TenancySpawnerMixin, SimpleLocalProcessSpawner):
             raise SpawnException("internal_ssl is not supported with per-user accounts (TenancyLocalSpawner)",
                                  reason="internal-ssl", status_code=500)
         return super().move_certs(paths)
+
+
+def _link(datasets: dict[str, str]) -> None:
+    """In the server's process, in its folder: ``datasets/<name>`` links to the datasets' folders.
+    A failure is printed to its log, never stops the server."""
+    if not datasets:
+        return
+    try:
+        os.makedirs(LINKS, 0o700, exist_ok=True)
+        for name, folder in datasets.items():
+            link = os.path.join(LINKS, name)
+            if os.path.islink(link):
+                os.unlink(link)
+            if not os.path.exists(link):
+                os.symlink(folder, link)
+    except OSError as err:
+        print(f"tenancy: could not link the datasets into {os.getcwd()}/{LINKS}: {err}", flush=True)

@@ -12,6 +12,7 @@ reported, with who preempted it and when, at the next start.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from pathlib import Path
 
@@ -323,15 +324,27 @@ class TenancySpawnerMixin(Configurable):
             await self._forget()
             raise await self._refusal(wl, group, profile)
         self.tenancy_namespace = wl["namespace"]
+        await self.tenancy_admitted(wl)
         self.environment = {**self.environment, **self.tenancy_env(wl)}
         return await super().start()
+
+    async def tenancy_admitted(self, wl) -> None:
+        """The notebook was admitted (``wl``: its workload, with the ``datasets`` it mounts); the server
+        starts next. A spawner prepares what it needs here."""
 
     def tenancy_env(self, wl) -> dict:
         return {
             "TENANCY_API_URL": self.tenancy_api_url,
             "TENANCY_TENANT": wl.get("tenant") or "", "TENANCY_NAMESPACE": wl["namespace"],
             "TENANCY_WORKLOAD_ID": wl["id"],
+            # name -> where it is mounted: code never hard-codes a path
+            "TENANCY_DATASETS": json.dumps({d["name"]: self.dataset_path(d) for d in wl.get("datasets") or []},
+                                           sort_keys=True),
         }
+
+    def dataset_path(self, use: dict) -> str:
+        """Where the notebook finds a dataset it mounts (``use``: an item of the workload's ``datasets``)."""
+        return use["mountPath"]
 
     async def _would_fit(self, group, profile: str) -> list[str]:
         """The team's other profiles that would start now or wait their turn (not refused), by name."""

@@ -97,6 +97,21 @@ def parse_dataset(obj) -> Dataset:
     )
 
 
+def mount_path(value, what: str, name: str) -> str:
+    """A mount path as written by a Dataset or a workload naming one: absolute, never going up, never
+    on or over the home; normalised."""
+    path = _absolute(value, what)
+    if path == "/" or _inside(path, HOME) or _inside(HOME, path):
+        raise ValidationError(f"{what}: {path} would cover the home ({HOME}); mount it elsewhere, "
+                              f"e.g. {MOUNT_ROOT}/{name}")
+    return path
+
+
+def paths_clash(a: str, b: str) -> bool:
+    """Whether two mount paths are the same or one is inside the other."""
+    return _inside(a, b) or _inside(b, a)
+
+
 def _teams(value, what: str) -> tuple[str, ...]:
     if value == EVERYONE:
         return (EVERYONE,)

@@ -67,6 +67,7 @@ class Admission:
         if pc not in self.engine.classes.by_name:
             raise ValidationError(f"workload: no PriorityClass named {pc}")
         spec["priorityClassName"] = pc
+        c.datasets.check_submission(who, spec, namespace)
         return spec, tenant, namespace
 
     def check_queue_share(self, who: Identity) -> None:
@@ -93,6 +94,12 @@ class Admission:
         engine = self.engine.replica(tree_with_tenants(c.base_tree, c.tenants))
         name = _dns(spec.get("name") or (f"nb-{who.name}" if kind == NOTEBOOK else "train") + "-dry-run")
         owner = owner_for(kind, namespace, name, spec)
+        held = c.datasets.gate(spec, namespace)
+        if held is not None:  # held back before the engine: neither admitted nor counted
+            return {"dryRun": True, "kind": kind, "namespace": namespace, "tenant": tenant.group if tenant else None,
+                    "priorityClassName": spec["priorityClassName"], "state": "Pending", "startsAfterEvictions": False,
+                    "reason": held.code, "message": held.message, "position": None, "leafPosition": None,
+                    "evictions": []}
         owner.reconcile(engine, now)
         ours, evictions, nominated = {p.uid for p in owner.pods}, [], set()
         for _ in range(100):
@@ -217,6 +224,7 @@ class Admission:
         row.finished = now
         self.rows.pop(row.id, None)
         c.evicting.pop(row.id, None)
+        c.datasets.forget(row.id)
         self.store.commit()
         c.viewer.notify([row.id])
         c.loop.poke([])

@@ -30,12 +30,14 @@ from ..backends.kubernetes.api import KubernetesError
 from ..backends.kubernetes.leader import lease_namespace
 from ..backends.local import LocalBackend
 from ..quota.errors import ValidationError
+from ..quota.dataset import check_datasets, parse_dataset
 from ..quota.manifests import parse_object, read_file
 from ..quota.quantity import parse_resource_list
 from ..quota.tree import parse_tree
 from ..tenants import tenants_from_groups
 from .controller import Controller
 from .dashboard import page_routes
+from .dataset_handlers import dataset_routes
 from .handlers import load_openapi, routes
 from .history import History
 from .hub import HubClient, HubError, hub_token, take_hub_token
@@ -115,6 +117,28 @@ class TenancyService(Application):
             c.TenancyService.objects = [{"apiVersion": "v1", "kind": "ResourceQuota",
                 "metadata": {"name": "dev-quota", "namespace": "team-d"},
                 "spec": {"hard": {"requests.cpu": "15", "pods": "4"}}}]
+        """,
+    ).tag(config=True)
+    datasets = List(
+        Dict(),
+        help="""
+        Datasets: shared data declared once, for the teams (hub groups, or ``"*"``) and
+        namespaces that may use it, mounted into their notebooks and training jobs. Each is a
+        ``Dataset`` object (``tenancy.jupyter.org/v1alpha1``) as a dict; its source is exactly
+        one of ``persistentVolume`` (a PV spec: a PV and a claim per namespace, on Kubernetes),
+        ``claim`` (an existing claim in each namespace) or ``path`` (a folder: what the local
+        backend mounts; ``hostPath`` on Kubernetes). Example::
+
+            c.TenancyService.datasets = [{"apiVersion": "tenancy.jupyter.org/v1alpha1", "kind": "Dataset",
+                "metadata": {"name": "fashion-mnist"},
+                "spec": {"description": "Fashion-MNIST", "teams": ["team-a", "team-b"],
+                         "source": {"path": "/srv/data/fashion-mnist"}, "readOnly": True}}]
+
+        A bad one stops the service at start with one line naming it. Datasets declared here
+        cannot be changed through the API (409); those made through the API are kept in the
+        service's database.
+
+        .. versionadded:: 0.5
         """,
     ).tag(config=True)
     backend_class = Type(
@@ -348,6 +372,7 @@ class TenancyService(Application):
         problems = contract_problems(self.backend_class)
         if problems:
             raise ValidationError(f"TenancyService.backend_class: {'; '.join(problems)}")
+        datasets = self._datasets()  # before anything is made: a bad one is the only line
         store = Store(self.db_url, sqlite_synchronous=self.sqlite_synchronous)
         self.hub = HubClient()
         backend = self.backend_class(hub=self.hub, parent=self)
@@ -369,6 +394,7 @@ class TenancyService(Application):
                 controller.apply_object(parse_object(raw))
             except ValidationError as err:
                 raise err.within(f"TenancyService.objects[{i}]") from None
+        controller.datasets.configure(datasets)
         prefix = self.prefix if self.prefix.endswith("/") else self.prefix + "/"
         # The handlers (ours and jupyterhub's OAuth callback) all use this one singleton.
         # The token came through a pipe (take_hub_token): it is in no environment, ours or a workload's.
@@ -379,7 +405,8 @@ class TenancyService(Application):
         self.history = History(controller, interval=self.history_interval_seconds,
                                retention_hours=self.history_retention_hours, metrics=self.metrics)
         app = web.Application(
-            routes(prefix) + [(prefix + "api/v1/room", RoomHandler), (prefix + "oauth_callback", OAuthCallbackHandler)]
+            routes(prefix) + dataset_routes(prefix + "api/v1")
+            + [(prefix + "api/v1/room", RoomHandler), (prefix + "oauth_callback", OAuthCallbackHandler)]
             + page_routes(prefix),
             controller=controller, hub=self.hub, hub_auth=hub_auth, metrics=self.metrics,
             history=self.history, page_prefix=prefix,
@@ -390,6 +417,20 @@ class TenancyService(Application):
             static_path=str(STATIC), static_url_prefix=prefix + "static/", static_handler_class=StaticFiles,
         )
         return app, controller
+
+    def _datasets(self) -> list:
+        """``datasets``, each parsed, and checked together (names, mount paths): one line for a bad one."""
+        out = []
+        for i, raw in enumerate(self.datasets):
+            try:
+                out.append(parse_dataset(raw))
+            except ValidationError as err:
+                raise err.within(f"TenancyService.datasets[{i}]") from None
+        try:
+            check_datasets(out)
+        except ValidationError as err:
+            raise err.within("TenancyService.datasets") from None
+        return out
 
     def _default_requests(self) -> dict:
         for kind, amounts in self.default_requests.items():
@@ -532,6 +573,7 @@ class TenancyService(Application):
         freeze_startup()
         await backend.wait_ready()  # the API server answers (retried with backoff; no exit)
         restored = await controller.restore()  # first: adopting what runs is checked against our own pods only
+        controller.datasets.start()  # the backend makes what the datasets need; held work waits for it
         controller.health.starting = False
         tasks = [asyncio.ensure_future(backend.run()),
                  asyncio.ensure_future(watch_database(controller.store, controller.health))]

@@ -12,7 +12,8 @@ whose job it is:
 - ``restorer``: rebuilding the state after a restart (``restore.py``);
 - ``viewer``: workloads as they are shown, and the listeners told (``views.py``);
 - ``servers``: notebooks whose server the hub lost (``servers.py``);
-- ``books``: rows kept in step with the engine's pods (``books.py``).
+- ``books``: rows kept in step with the engine's pods (``books.py``);
+- ``datasets``: the datasets declared, their states, what workloads mount (``datasets.py``).
 
 Time is wall-clock seconds (``clock``); the engine stays pure. Calls from one room
 to ``eviction_done``, ``_evict`` and ``_spawn`` go through the controller, so that a
@@ -32,6 +33,7 @@ from ..scheduler.owners import Owner
 from ..tenants import Tenant
 from .admission import Admission
 from .books import Books
+from .datasets import Datasets
 from .health import Health
 from .identity import SERVICE, Forbidden, Identity, TooMany
 from .loop import Loop
@@ -76,6 +78,7 @@ class Controller:
         # notebook workload id -> {"deadline", "message"} while it is being evicted: the page counts down
         self.evicting: dict[str, dict] = {}
         self.books = Books(self)
+        self.datasets = Datasets(self)
         self.loop = Loop(self)
         self.admission, self.reports, self.policy = Admission(self), Reports(self), Policy(self)
         self.restorer, self.viewer, self.servers = Restore(self), Views(self), ServerCheck(self)
@@ -171,6 +174,10 @@ class Controller:
 
     def node_removed(self, name: str) -> None:
         self.reports.node_removed(name)
+
+    def dataset_state(self, name: str, namespace: str, state: str, message: str | None = None) -> None:
+        """A backend's word on a wanted dataset in a namespace: Bound, Pending or Refused (with why)."""
+        self.datasets.set_state(name, namespace, state, message)
 
     def observe_foreign(self, key: str, namespace: str, name: str, spec, node: str | None) -> None:
         self.reports.observe_foreign(key, namespace, name, spec, node)

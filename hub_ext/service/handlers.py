@@ -266,6 +266,7 @@ class MeHandler(APIHandler):
             "tenants": [tenant_view(c, t) for t in who.tenants],
             "workloads": c.views(rows),
             "notices": c.notices(who.name),
+            "datasets": c.datasets.listing([t.namespace for t in who.tenants if t.usable]),
         })
 
 

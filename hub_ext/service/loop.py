@@ -166,7 +166,7 @@ class Loop:
     def reconcile(self, row: WorkloadRow, now: float) -> None:
         """The workload's owner makes the pods it lacks (a new pod of a Job, one refused before)."""
         owner = self.owners.get(row.id)
-        if owner is None:
+        if owner is None or self.c.datasets.hold(row, owner, now):  # a dataset it names is not ready
             return
         before = {p.uid for p in owner.pods}
         owner.reconcile(self.engine, now)
@@ -190,6 +190,7 @@ class Loop:
         if row is None:
             return
         self.store.record(now, "started", f"{pod.name} admitted on {pod.node}", row.id)
+        c.datasets.pin(row)  # what it mounts, before the backend mounts it
         if c.metrics is not None:
             c.metrics.admitted(pod)
         c._spawn(c.backend.start(row, pod, prow))

@@ -24,6 +24,7 @@ class Policy:
         old = {(t.namespace, t.leaf) for t in c.tenants if t.usable}
         c.tenants = tenants
         c.backend.tenants_changed(tenants)
+        c.datasets.changed()  # teams name datasets' users: every read, as the backend hears of tenants
         if {(t.namespace, t.leaf) for t in tenants if t.usable} != old:
             self.engine.set_tree(tree_with_tenants(c.base_tree, tenants))
             c.loop.poke()

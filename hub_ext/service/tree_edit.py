@@ -118,11 +118,15 @@ def tree_changes(old: dict | None, new: dict | None) -> list[str]:
     return changes
 
 
+#: The events of the audit trail: changes to the quota tree and to datasets.
+AUDITED = ("tree", "dataset")
+
+
 def audit_trail(store, limit: int = 50) -> list[dict]:
-    """The latest tree changes, newest first: when, who, what."""
+    """The latest changes to the tree and the datasets, newest first: when, who, what (``kind``)."""
     store.flush_events()
-    q = select(EventRow).where(EventRow.type == "tree").order_by(EventRow.id.desc()).limit(limit)
-    return [{"time": e.time, "message": e.message, "by": (e.details or {}).get("by"),
+    q = select(EventRow).where(EventRow.type.in_(AUDITED)).order_by(EventRow.id.desc()).limit(limit)
+    return [{"time": e.time, "kind": e.type, "message": e.message, "by": (e.details or {}).get("by"),
              "changes": (e.details or {}).get("changes") or []} for e in store.session.scalars(q)]
 
 

@@ -53,8 +53,11 @@ class Views:
             "resources": row.spec.get("resources"), "serverName": row.spec.get("serverName"),
             "reason": head.get("reason"), "message": head.get("message"), "details": head.get("details"),
             "position": head.get("position"), "leafPosition": head.get("leafPosition"),
-            "pods": pods,
+            "pods": pods, "datasets": c.datasets.uses(row),
         }
+        held = c.datasets.held.get(row.id) if row.state == "Pending" else None
+        if held is not None and not waiting:  # held back before the engine: no pod waits, the dataset does
+            out["reason"], out["message"], out["details"] = held.code, held.message, held.details
         if out["state"] == "Running" and current and not any(p["phase"] == "Running" for p in current):
             out["state"] = "Pending"  # "Running" means what the cluster says
         if out["state"] == "Pending" and c.health.blocking:

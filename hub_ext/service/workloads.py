@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 
 from ..quota import meta as m
+from ..quota.dataset import mount_path, paths_clash
 from ..quota.errors import ValidationError
 from ..quota.pods import PodSpec, parse_pod_spec
 from ..quota.quantity import _show, parse_resource_list
@@ -15,7 +16,9 @@ KINDS = (NOTEBOOK, TRAINING)
 #: The states a workload ends in.
 FINAL = ("Succeeded", "Failed", "Cancelled", "Stopped", "Preempted", "Rejected")
 _FIELDS = {"kind", "name", "tenant", "namespace", "priorityClassName", "resources", "replicas", "command",
-           "script", "env", "serverName", "profile", "gracePeriodSeconds", "gang"}
+           "script", "env", "serverName", "profile", "gracePeriodSeconds", "gang", "datasets"}
+#: Most datasets one workload may name.
+MAX_DATASETS = 32
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -96,6 +99,37 @@ def check_body(body, bounds: Bounds = Bounds()) -> dict:
     out["env"] = env
     if body.get("gracePeriodSeconds") is not None:
         out["gracePeriodSeconds"] = m.integer(body["gracePeriodSeconds"], "workload: gracePeriodSeconds", maximum=3600)
+    if body.get("datasets") is not None:
+        out["datasets"] = check_datasets_field(body["datasets"])
+    return out
+
+
+def check_datasets_field(value) -> list[dict]:
+    """The datasets a workload names, each ``{"name"}`` or ``{"name", "mountPath"}``: from strings
+    ``"NAME"`` and ``"NAME:PATH"`` (Arena's ``--data``) or objects ``{"name", "mountPath"}``.
+    Each name once; the paths given absolute, never over the home, never on or inside another's."""
+    items = m.sequence(value, "workload: datasets")
+    if len(items) > MAX_DATASETS:
+        raise ValidationError(f"workload: datasets names {len(items)} datasets, more than the {MAX_DATASETS} allowed")
+    out: list[dict] = []
+    for i, item in enumerate(items):
+        what = f"workload: datasets[{i}]"
+        if isinstance(item, str):
+            name, sep, path = item.partition(":")
+            item = {"name": name, **({"mountPath": path} if sep else {})}
+        item = m.mapping(item, what)
+        m.unknown_keys(item, {"name", "mountPath"}, what)
+        name = m.label_name(item.get("name"), f"{what}.name", "dataset name")
+        entry = {"name": name}
+        if item.get("mountPath") is not None:
+            entry["mountPath"] = mount_path(item["mountPath"], f"{what}.mountPath", name)
+        for other in out:
+            if other["name"] == name:
+                raise ValidationError(f"workload: datasets names {name} twice")
+            if "mountPath" in entry and "mountPath" in other and paths_clash(entry["mountPath"], other["mountPath"]):
+                raise ValidationError(f"workload: datasets: {name}'s mountPath {entry['mountPath']} clashes with "
+                                      f"{other['name']}'s {other['mountPath']}")
+        out.append(entry)
     return out
 
 

@@ -18,6 +18,7 @@ says so at start-up, and more than one user or tenant is refused unless
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import pwd
 import signal
@@ -32,7 +33,9 @@ from ...quota.errors import ValidationError
 from ...quota.nodes import parse_node
 from .. import Backend
 from .account_python import others_can_enter, others_can_run
-from .accounts import LocalAccounts, groups_of, running_as_root
+from .accounts import AccountError, LocalAccounts, groups_of, running_as_root
+from .datasets import DatasetError, ensure_group, folder_problem, grant, group_name, guard_folder, link_datasets, \
+    set_members
 from .workdir import make_workdir, open_owned, read_owned, write_owned
 
 POLL_SECONDS = 0.2
@@ -121,6 +124,8 @@ class LocalBackend(LoggingConfigurable, Backend):
     def __init__(self, hub=None, **kwargs):
         super().__init__(**kwargs)
         self.hub = hub
+        self._tenants: list = []
+        self._guarded: set[str] = set()  # datasets whose folders' groups this service keeps
         self._procs: dict[int, subprocess.Popen] = {}
         self.accounts = LocalAccounts(parent=self)
         self.per_user = running_as_root()
@@ -155,8 +160,53 @@ class LocalBackend(LoggingConfigurable, Backend):
             except OSError as err:
                 self.log.warning("could not make %s private to this service: %s", name, err)
 
+    def datasets_changed(self, wanted) -> None:
+        """A dataset is a folder (a ``path`` source); its group's members are the accounts of the members
+        of the teams whose namespaces may use it, and only they may enter it (see ``datasets.py``)."""
+        by_name: dict[str, tuple] = {}
+        for (name, namespace), ds in wanted.items():
+            by_name.setdefault(name, (ds, []))[1].append(namespace)
+        for name, (ds, namespaces) in by_name.items():
+            state, message = self._dataset_access(ds, namespaces)
+            for namespace in namespaces:
+                self.controller.dataset_state(name, namespace, state, message)
+        for name in self._guarded - set(by_name):  # no longer wanted anywhere: its group loses everyone
+            self._guarded.discard(name)
+            try:
+                set_members(group_name(name), set())
+            except (DatasetError, KeyError) as err:
+                self.log.warning("could not empty the group of dataset %s: %s", name, err)
+
+    def _dataset_access(self, ds, namespaces) -> tuple[str, str | None]:
+        if ds.source_kind != "path":
+            return "Refused", (f"the local backend mounts folders only (a path source); dataset {ds.name}'s source "
+                               f"is a {ds.source_kind}")
+        folder = str(ds.source)
+        problem = folder_problem(folder)
+        if problem:
+            return "Pending", problem
+        if not self.per_user:
+            return "Bound", (f"this service does not run as root, so who may read {folder} cannot be enforced: "
+                             "every account reads it as its modes allow")
+        users = {u for t in self._tenants if t.namespace in namespaces for u in (t.members or [])}
+        accounts = set()
+        for user in users:
+            try:
+                accounts.add(pwd.getpwnam(self.accounts.name(user)).pw_name)
+            except (KeyError, AccountError):
+                pass  # no account yet: it joins when its first workload starts (grant)
+        try:
+            group = ensure_group(group_name(ds.name))
+            set_members(group.gr_name, accounts)
+            self._guarded.add(ds.name)
+            guard_folder(folder, group.gr_gid, ds.read_only)
+        except (DatasetError, OSError) as err:
+            return "Refused", f"cannot guard the folder {folder}: {err}"
+        return "Bound", None
+
     def tenants_changed(self, tenants) -> None:
         """Refuse a multi-user configuration where all users would share the service's account."""
+        self._tenants = list(tenants)
         if self.per_user or self.allow_shared_account:
             return
         users = {m for t in tenants for m in (t.members or [])}
@@ -189,7 +239,7 @@ class LocalBackend(LoggingConfigurable, Backend):
         # not be able to walk (a DATA_DIR below a folder only root enters); this opens it relatively.
         return [self.python, "-c", RUN_SCRIPT]
 
-    def _env(self, row, pod, owner: pwd.struct_passwd) -> dict:
+    def _env(self, row, pod, owner: pwd.struct_passwd, datasets: dict | None = None) -> dict:
         # The service's environment, without what makes it the hub's service (a pod is not).
         env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "JPY_"))}
         if self.per_user:
@@ -200,7 +250,9 @@ class LocalBackend(LoggingConfigurable, Backend):
         env.update(row.spec.get("env", {}))
         env.update({"TENANCY_WORKLOAD": row.name, "TENANCY_WORKLOAD_ID": row.id, "TENANCY_NAMESPACE": row.namespace,
                     "TENANCY_POD": pod.name, "TENANCY_REPLICAS": str(row.spec.get("replicas", 1)),
-                    "TENANCY_NODE": pod.node or "", "PYTHONUNBUFFERED": "1"})
+                    "TENANCY_NODE": pod.node or "", "PYTHONUNBUFFERED": "1",
+                    # name -> the absolute path of its link in the work folder: code never hard-codes one
+                    "TENANCY_DATASETS": json.dumps(datasets or {}, sort_keys=True)})
         for secret in SECRET_ENV:
             env.pop(secret, None)
         return env
@@ -216,16 +268,21 @@ class LocalBackend(LoggingConfigurable, Backend):
             return  # the spawner starts the server once it sees the admission
         try:
             owner = await asyncio.to_thread(self.account_of, row.user)
-            proc, exit_path = self._launch(row, pod, prow, owner)
+            uses = self.controller.datasets.uses(row)
+            if self.per_user:  # its process has the datasets' groups from the start
+                for use in uses:
+                    await asyncio.to_thread(grant, owner.pw_name, use["name"])
+            proc, exit_path = self._launch(row, pod, prow, owner, uses)
         except Exception as err:  # noqa: BLE001 - an unstartable pod ends, it does not hold quota
             self.log.error("could not start %s/%s: %s", row.namespace, pod.name, err)
             self.controller.pod_exited(pod.uid, 127)
             return
         await self._watch(pod.uid, proc.pid, exit_path, proc)
 
-    def _launch(self, row, pod, prow, owner: pwd.struct_passwd):
+    def _launch(self, row, pod, prow, owner: pwd.struct_passwd, uses=()):
         uid, gid = owner.pw_uid, owner.pw_gid
         workdir = make_workdir(Path(self.data_dir).absolute(), row.id, uid, gid)
+        datasets = link_datasets(workdir, list(uses), uid, gid)
         log_name, exit_name = f"{pod.name}.log", f"{pod.name}.exit"
         try:
             os.unlink(workdir / exit_name)  # never follows a link
@@ -240,7 +297,7 @@ class LocalBackend(LoggingConfigurable, Backend):
             try:
                 proc = subprocess.Popen(
                     command, stdout=log_fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir,
-                    env=self._env(row, pod, owner), start_new_session=True, umask=0o077, **self._identity(owner),
+                    env=self._env(row, pod, owner, datasets), start_new_session=True, umask=0o077, **self._identity(owner),
                 )
             except OSError as err:
                 why = f"{owner.pw_name} cannot run {self.python}: {err.strerror or err}"
