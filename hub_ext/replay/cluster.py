@@ -202,6 +202,7 @@ class Footprint:
         self.namespaces: list[str] = []
         self.nodes: list[str] = []
         self.classes: list[str] = []
+        self.datasets = False  # whether the backend made datasets' PersistentVolumes (labelled with the run)
 
     @property
     def label(self) -> dict:
@@ -385,7 +386,7 @@ class Footprint:
                 self.namespaces.remove(name)
         # the datasets' PersistentVolumes (cluster-scoped; their claims go with the namespaces)
         volumes: list = []
-        if attempt("listing the datasets' PersistentVolumes", lambda: volumes.extend(self.api.list(PV, self.selector))):
+        if self.datasets and attempt("listing the datasets' PersistentVolumes", lambda: volumes.extend(self.api.list(PV, self.selector))):
             for pv in volumes:
                 attempt(f"deleting PersistentVolume {pv['metadata']['name']}", self.api.delete, PV, None,
                         pv["metadata"]["name"])

@@ -312,6 +312,7 @@ class Replay:
                 await asyncio.to_thread(fp.make_namespaces, [obj.name])
         elif isinstance(obj, Dataset):
             self._room().apply(obj, "config")
+            fp.datasets = True
             self._datasets_changed()
         elif isinstance(obj, WorkloadSpec):
             if obj.datasets and obj.key not in self.rows:
