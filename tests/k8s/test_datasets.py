@@ -265,7 +265,9 @@ async def test_a_claim_the_quota_forbids_is_refused_with_its_words_until_the_quo
     tried = len(creates)
     passes = backend.datasets.passes
     backend.datasets_changed(wanted)
-    await until(lambda: backend.datasets.passes > passes + 1, "two more passes")
+    ours = backend.datasets
+    await until(lambda: ours.passes > passes and not ours.busy and not ours.dirty.is_set(),
+                "the pass that call asked for")
     assert len(creates) == tried
     assert backend.controller.health.problems == {}
     # the quota allows one claim: tried again, made and Bound
