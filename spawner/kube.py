@@ -6,7 +6,11 @@ tenant's namespace, at the workload's PriorityClass (``low-priority-dev``),
 with exactly the profile's requests and limits, and labelled
 ``tenancy.jupyter.org/workload=<id>`` (how the Kubernetes backend finds the pod
 to evict, and why it does not count it as foreign usage), ``.../tenant`` and
-``.../quota-leaf``. Pod events follow the queue messages on the spawn page.
+``.../quota-leaf``; it mounts the datasets the service says the notebook uses (the
+``datasets`` of the workload: the namespace's claims, read-only unless a dataset
+says otherwise) and gets ``TENANCY_DATASETS`` (``{name: mount path}``), as a
+training Job of the Kubernetes backend does. Pod events follow the queue
+messages on the spawn page.
 
 When the API server still refuses the pod (a ResourceQuota's ``exceeded quota``,
 a LimitRange, RBAC, a missing namespace), the spawn fails with one sentence that
@@ -28,6 +32,7 @@ from kubernetes_asyncio.client.rest import ApiException
 from kubespawner import KubeSpawner
 from traitlets import Bool
 
+from hub_ext.backends.kubernetes import mounts
 from hub_ext.backends.kubernetes.objects import GROUP, QUOTA_LEAF, TENANT, WORKLOAD_LABEL, label_value
 
 from .mixin import TenancySpawnerMixin
@@ -35,7 +40,7 @@ from .mixin import TenancySpawnerMixin
 _RESOURCES = ("cpu_guarantee", "mem_guarantee", "cpu_limit", "mem_limit", "extra_resource_guarantees",
               "extra_resource_limits")
 #: KubeSpawner settings a start overwrites; their configured values are the base of every start.
-_PLACED = ("extra_labels", "extra_annotations") + _RESOURCES
+_PLACED = ("extra_labels", "extra_annotations", "volumes", "volume_mounts") + _RESOURCES
 #: What the scheduler's admission decides, so a profile's kubespawner_override may not.
 _ADMITTED = ("namespace", "enable_user_namespaces", "priority_class_name") + _RESOURCES
 
@@ -61,6 +66,25 @@ def resource_traits(resources: dict) -> dict:
                 raise SpawnException(f"the profile's {name} amount {amount!r} is not a Kubernetes quantity",
                                      reason="profile", status_code=400) from None
     return out
+
+
+def _literal(value):
+    """``value`` with every brace doubled: KubeSpawner expands ``{username}`` and the like in the
+    environment, volumes and mounts, and a dataset's JSON or path must come out as it is."""
+    if isinstance(value, str):
+        return value.replace("{", "{{").replace("}", "}}")
+    if isinstance(value, list):
+        return [_literal(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _literal(v) for k, v in value.items()}
+    return value
+
+
+def _with(configured, added: list[dict]):
+    """KubeSpawner's ``volumes`` / ``volume_mounts`` (a list, or a dict of them) with ``added`` too."""
+    if isinstance(configured, dict):
+        return {**configured, **{f"tenancy-{item['name']}-{i}": item for i, item in enumerate(added)}}
+    return [*configured, *added]
 
 
 def _api_message(err: ApiException) -> str:
@@ -101,7 +125,7 @@ class TenancyKubeSpawner(TenancySpawnerMixin, KubeSpawner):
 
     # -- where the pod goes ------------------------------------------------------------
     def place(self, wl: dict) -> None:
-        """Point KubeSpawner at the admitted workload: namespace, priority, labels, resources."""
+        """Point KubeSpawner at the admitted workload: namespace, priority, labels, resources, datasets."""
         group, profile = self._choice
         for name, value in self._configured.items():
             setattr(self, name, copy.deepcopy(value))
@@ -122,6 +146,10 @@ class TenancyKubeSpawner(TenancySpawnerMixin, KubeSpawner):
         for name, value in resource_traits(wl.get("resources") or {}).items():
             if self.exact_resources or value:
                 setattr(self, name, value)
+        uses = wl.get("datasets") or []
+        self.volumes = _with(self.volumes, _literal(mounts.volumes(uses)))
+        self.volume_mounts = _with(self.volume_mounts, _literal(mounts.volume_mounts(uses)))
+        self.environment = {**self.environment, mounts.ENV: _literal(mounts.env_value(uses))}
 
     def _override(self, profile: str, override: dict) -> None:
         """A profile's other KubeSpawner settings (``{"kubespawner_override": {"image": ...}}``, as in

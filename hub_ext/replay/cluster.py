@@ -7,7 +7,9 @@ replay's pods land nowhere else. Everything it creates carries the label
 ``tenancy.jupyter.org/replay: <run>``. PriorityClasses are cluster-wide and named by
 the pods, so they keep their names: the missing ones are created (never as the
 global default: replayed pods always name their class), the ones that exist are
-used as they are. ``Footprint.cleanup`` removes what this replay created, and only that.
+used as they are. Datasets are cluster-wide too and keep their names; the
+namespaces that may use one are the run's, so their PersistentVolumes (named
+after the namespace) are the run's, labelled with it. ``Footprint.cleanup`` removes what this replay created, and only that.
 """
 
 from __future__ import annotations
@@ -23,13 +25,16 @@ from ..quota.manifests import flatten
 from ..quota.nodes import NodeSpec
 from ..quota.priorityclass import PriorityClass
 from ..quota.quantity import format_list
+from ..quota.dataset import KIND as DATASET_KIND
+from ..quota.quantity import parse_quantity
 from ..quota.tree import KIND as TREE_KIND
+from ..backends.kubernetes.datasets import PV
 
 REPLAY_LABEL = "tenancy.jupyter.org/replay"
 #: kwok manages the nodes annotated so (its ``--manage-nodes-with-annotation-selector``)
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 KWOK_GROUP = "kwok.x-k8s.io"
-_CLUSTER_SCOPED = {"PriorityClass", "Node", TREE_KIND}
+_CLUSTER_SCOPED = {"PriorityClass", "Node", TREE_KIND, DATASET_KIND}
 SERVICE_ACCOUNT = Kind("ServiceAccount", "v1", "serviceaccounts", True)
 
 
@@ -132,6 +137,10 @@ class Names:
         meta = obj.setdefault("metadata", {})
         if kind == "Namespace":
             meta["name"] = self.namespace(meta["name"])
+        elif kind == DATASET_KIND:  # cluster-scoped; the namespaces that may use it are the run's
+            spec = obj.get("spec") or {}
+            if isinstance(spec.get("namespaces"), list):
+                spec["namespaces"] = [self.namespace(ns) for ns in spec["namespaces"]]
         elif kind == TREE_KIND:
             stack = [((obj.get("spec") or {}).get("root") or {})]
             while stack:
@@ -168,6 +177,8 @@ def namespaces_of(doc: dict) -> list[str]:
         elif obj.get("kind") == TREE_KIND:
             for node in _walk(((obj.get("spec") or {}).get("root") or {})):
                 out += node.get("namespaces") or []
+        elif obj.get("kind") == DATASET_KIND:
+            out += (obj.get("spec") or {}).get("namespaces") or []
         elif meta.get("namespace"):
             out.append(meta["namespace"])
     return list(dict.fromkeys(out))
@@ -191,6 +202,7 @@ class Footprint:
         self.namespaces: list[str] = []
         self.nodes: list[str] = []
         self.classes: list[str] = []
+        self.datasets = False  # whether the backend made datasets' PersistentVolumes (labelled with the run)
 
     @property
     def label(self) -> dict:
@@ -304,11 +316,15 @@ class Footprint:
             meta["resourceVersion"] = current["metadata"].get("resourceVersion")
             self.api.replace(kind, body)
         if kind is RESOURCE_QUOTA:
-            wanted = set(((body.get("spec") or {}).get("hard") or {}))
+            wanted = {k: parse_quantity(v, k) for k, v in ((body.get("spec") or {}).get("hard") or {}).items()}
 
             def filled():
+                # the API server admits against status.hard: a changed quota holds once the
+                # controller-manager has copied its new limits there
                 status = (self.api.read(kind, meta["namespace"], meta["name"]) or {}).get("status") or {}
-                return wanted <= set(status.get("hard") or {}) and "used" in status
+                hard = status.get("hard") or {}
+                return all(k in hard and parse_quantity(hard[k], k) == v for k, v in wanted.items()) \
+                    and "used" in status
 
             if not _poll(filled, timeout):
                 raise ReplayError(f"ResourceQuota {meta['namespace']}/{meta['name']} has no status after {timeout:.0f} s:"
@@ -368,6 +384,12 @@ class Footprint:
         for name in list(self.namespaces):
             if attempt(f"deleting namespace {name}", self.api.delete, NAMESPACE, None, name):
                 self.namespaces.remove(name)
+        # the datasets' PersistentVolumes (cluster-scoped; their claims go with the namespaces)
+        volumes: list = []
+        if self.datasets and attempt("listing the datasets' PersistentVolumes", lambda: volumes.extend(self.api.list(PV, self.selector))):
+            for pv in volumes:
+                attempt(f"deleting PersistentVolume {pv['metadata']['name']}", self.api.delete, PV, None,
+                        pv["metadata"]["name"])
         pods: list = []
         if self.classes and attempt("listing pods (to keep the PriorityClasses in use)",
                                     lambda: pods.extend(self.api.list(POD))):

@@ -26,6 +26,16 @@ kwok does for a container that exits 0; so durations need kwok nodes), and what
 that makes room for starts at that moment. Wall-clock time is only the cluster's
 own latency.
 
+Datasets: each Dataset object goes to the service's datasets room
+(``controller.datasets.apply``) and the Kubernetes backend makes what each
+namespace needs (a PersistentVolume and a claim, bound by the cluster's PV
+controller; a claim a ResourceQuota forbids is Refused with the API server's
+words); ``datasets`` in the report is each pair's state as the backend read it
+back. A workload naming datasets is held back as ``simulate`` holds it (the
+simulator's gate, ``sim.datasets.Datasets.gate``, over the backend's states):
+Rejected (``dataset-not-allowed``) or Pending (``dataset-not-ready``), handed to
+the service only once every dataset it names is Bound, and then mounting them.
+
 Each step settles before it is reported: every pod the service admitted is
 Running on the API server (or stably Pending there, waiting for kube-scheduler:
 reported as such, with a warning), nothing is terminating, every eviction is done,
@@ -52,11 +62,13 @@ import secrets
 import tempfile
 import time
 
-from ..backends.kubernetes.api import POD, Api, KubernetesError
+from ..backends.kubernetes.api import POD, RESOURCE_QUOTA, Api, KubernetesError
+from ..backends.kubernetes.datasets import quota_signature
 from ..backends.kubernetes.follow import waiting_message
 from ..backends.kubernetes.foreign import pod_spec_of
 from ..backends.kubernetes.objects import JOB_NAME_LABEL, WORKLOAD_LABEL, key_of
 from ..quota.dataset import Dataset
+from ..sim.datasets import Datasets as DatasetGate
 from ..quota.errors import ValidationError
 from ..quota.limitrange import LimitRange
 from ..quota.manifests import read_file
@@ -67,7 +79,8 @@ from ..quota.quantity import add_into, format_list
 from ..quota.resourcequota import ResourceQuota
 from ..quota.tree import ElasticQuotaTree
 from ..quota.workloads import DURATION_ANNOTATION, WorkloadSpec
-from ..scheduler.model import Phase
+from ..scheduler.model import DATASET_NOT_ALLOWED, Phase, Pod
+from ..scheduler.submission import Refused, resolve_priority
 from ..scheduler.owners import Owner
 from ..service.identity import Identity
 from ..service.store import Store, WorkloadRow
@@ -102,7 +115,6 @@ class Replay:
         self.keep, self.timeout = keep, timeout
         self.log = log or logging.getLogger("tenancy.replay")
         self.scenario = load_scenario(path)  # checked whole before the cluster is touched
-        _refuse_datasets(path, self.scenario)
         self.names = Names(secrets.token_hex(3))
         try:
             doc = self.names.rewrite(read_file(path)[0])
@@ -117,6 +129,7 @@ class Replay:
         self._tmp = None
         self._backend_task = None
         self.rows: dict[tuple[str, str, str], WorkloadRow] = {}  # (kind, cluster namespace, name) -> its row
+        self.held: dict[tuple[str, str, str], tuple[dict, WorkloadSpec]] = {}  # waiting for their datasets
         self.templates: dict[str, tuple[dict, str]] = {}
         self._order: dict[tuple[str, str], tuple] = {}  # (namespace, pod name) -> (created, uid): report order
 
@@ -297,8 +310,100 @@ class Replay:
         elif isinstance(obj, Namespace):
             if obj.name not in fp.namespaces:
                 await asyncio.to_thread(fp.make_namespaces, [obj.name])
+        elif isinstance(obj, Dataset):
+            self._room().apply(obj, "config")
+            fp.datasets = True
+            self._datasets_changed()
         elif isinstance(obj, WorkloadSpec):
-            self._add_workload(raw, obj)
+            if obj.datasets and obj.key not in self.rows:
+                self.held[obj.key] = (raw, obj)  # handed to the service once its datasets are Bound
+                self._release_held()
+            else:
+                self._add_workload(raw, obj)
+
+    # -- datasets ----------------------------------------------------------------------------
+    def _room(self):
+        """The service's datasets room (``controller.datasets``)."""
+        room = getattr(self.controller, "datasets", None)
+        if room is None:
+            raise ReplayError("this version of the service has no datasets (controller.datasets): the scenario's "
+                              "Dataset objects cannot be replayed")
+        return room
+
+    def _datasets_changed(self) -> None:
+        """Tell the backend what the service wants now, as the service does after a dataset changed."""
+        self.backend.datasets_changed(self._room().wanted())
+
+    def _gate(self) -> DatasetGate:
+        """The simulator's gate, over the service's datasets and the states the backend read back."""
+        gate = DatasetGate()
+        gate.declared = dict(self._room().declared)
+        gate.claims = {pair: state for pair, state in self.backend.datasets.states.items()
+                       if pair in (self.backend.datasets.wanted or {})}
+        return gate
+
+    def _held_pods(self, spec: WorkloadSpec, gate: DatasetGate) -> list[Pod]:
+        """The pods a held workload would make now, each with why it is held (empty: it may go)."""
+        out = []
+        for name in Owner(spec).upcoming(self.controller.engine):
+            reason = gate.gate(spec, name)
+            if reason is None:
+                return []
+            try:
+                pc, priority, _ = resolve_priority(spec.template, self.controller.engine.classes, name)
+            except Refused:
+                pc, priority = None, 0
+            out.append(Pod(uid=0, namespace=spec.namespace, name=name, spec=spec.template,
+                           requests={r: a for r, a in spec.template.requests().items() if a},
+                           limits=spec.template.limits(), priority=priority,
+                           priority_class=pc.name if pc else spec.template.priority_class_name, created=self.clock.now,
+                           owner=None if spec.kind == "Pod" else (spec.kind, spec.name),
+                           phase=Phase.REJECTED if reason.code == DATASET_NOT_ALLOWED else Phase.PENDING,
+                           reason=reason))
+        return out
+
+    def _release_held(self) -> None:
+        """Hand each held workload whose datasets are all Bound to the service."""
+        if not self.held:
+            return
+        gate = self._gate()
+        for key, (raw, spec) in list(self.held.items()):
+            if not self._held_pods(spec, gate):
+                del self.held[key]
+                self._add_workload(raw, spec)
+
+    def _datasets_report(self) -> dict:
+        """``{dataset: {namespace: state}}`` in the scenario's names, as ``simulate`` reports it."""
+        room = getattr(self.controller, "datasets", None)
+        if room is None:
+            return {}
+        ours = self.backend.datasets
+        out: dict[str, dict[str, str]] = {name: {} for name in sorted(room.declared)}
+        for (name, ns), (state, _) in sorted(ours.states.items()):
+            if (name, ns) in (ours.wanted or {}) and name in out:
+                out[name][self.names.scenario(ns)] = state
+        return out
+
+    def _datasets_unsettled(self) -> str | None:
+        """What of the datasets is not settled yet (a blocking call: it reads the quotas of refused claims)."""
+        room = getattr(self.controller, "datasets", None)
+        if room is None or not room.declared:
+            return None
+        ours = self.backend.datasets
+        if ours.busy or (ours.dirty is not None and ours.dirty.is_set()):
+            return "the datasets are being made"
+        for (name, ns) in sorted(ours.wanted or {}):
+            state, message = ours.states.get((name, ns), (None, None))
+            if state is None:
+                return f"dataset {name} in {ns} is not made yet"
+            if state == "Pending":
+                return f"dataset {name} in {ns} is pending: {message}"
+            if state == "Refused":
+                # a quota raised in this step: refused until the watch has seen it and the claim was tried again
+                live = self.api.list(RESOURCE_QUOTA, None, ns)
+                if quota_signature(live) != ours.quota_signature(ns):
+                    return f"dataset {name} in {ns}: its namespace's ResourceQuotas changed; tried again"
+        return None
 
     def _add_workload(self, raw: dict, spec: WorkloadSpec) -> None:
         """The scenario's workload as one of the service's, with the scenario's owner for its pods."""
@@ -308,6 +413,8 @@ class Replay:
         replicas = (spec.completions or spec.pods) if spec.kind == "Job" else 1 if spec.kind == "Pod" else FOREVER
         body = {"kind": TRAINING, "command": ["pause"], "replicas": replicas, "gang": spec.gang,
                 "priorityClassName": spec.template.priority_class_name, "resources": {}}
+        if spec.datasets:  # what its pods mount (controller.datasets.uses)
+            body["datasets"] = list(spec.datasets)
         row = self.rows.get(spec.key)
         if row is not None:
             if spec.kind == "Pod":
@@ -343,6 +450,8 @@ class Replay:
             await asyncio.to_thread(fp.remove, ref.kind, None, ref.name)
             controller.engine.classes.delete(ref.name)
         elif ref.kind == "Namespace":
+            for key in [k for k in self.held if k[1] == ref.name]:
+                del self.held[key]
             for key in [k for k in self.rows if k[1] == ref.name]:
                 await self._cancel(key)
             for kind in ("ResourceQuota", "LimitRange"):
@@ -352,6 +461,11 @@ class Replay:
             await asyncio.to_thread(fp.delete_namespace, ref.name)
         elif ref.kind == "Node":
             raise ValidationError(f"deleting node {ref.name} is not supported by the simulator")
+        elif ref.kind == "Dataset":
+            self._room().delete(ref.name)
+            self._datasets_changed()
+        elif (ref.kind, ref.namespace, ref.name) in self.held:
+            del self.held[(ref.kind, ref.namespace, ref.name)]
         else:
             if (ref.kind, ref.namespace, ref.name) not in self.rows:
                 raise ValidationError(f"{shown} not found")
@@ -373,6 +487,11 @@ class Replay:
 
     def _forget_refused(self) -> None:
         """A bare pod refused at submission never existed (shown once, in its step): its name is free again."""
+        if self.held:
+            gate = self._gate()
+            for key, (_, spec) in list(self.held.items()):
+                if spec.kind == "Pod" and any(p.phase is Phase.REJECTED for p in self._held_pods(spec, gate)):
+                    del self.held[key]
         for key, row in list(self.rows.items()):
             owner = self.controller.owners.get(row.id)
             if key[0] == "Pod" and owner is not None and owner.pods and owner.pods[0].phase is Phase.REJECTED:
@@ -458,10 +577,13 @@ class Replay:
         deadline = time.monotonic() + self.timeout
         last, stable, why = None, 0, "nothing read yet"
         while True:
+            self._release_held()
             self.controller.tick()
             await asyncio.sleep(POLL)
             snapshot = await asyncio.to_thread(self.api.list, POD, self.footprint.selector)
             why, unscheduled = self._unsettled(snapshot)
+            if why is None:
+                why = await asyncio.to_thread(self._datasets_unsettled)
             signature = self._signature(snapshot)
             stable = stable + 1 if why is None and signature == last else 0
             last = signature
@@ -476,7 +598,7 @@ class Replay:
                           (p.get("spec") or {}).get("nodeName"), bool(p["metadata"].get("deletionTimestamp")))
                          for p in snapshot)
         engine = sorted((p.uid, p.phase.value, p.node) for p in self.controller.engine.pods.values())
-        return cluster, engine
+        return cluster, engine, self._datasets_report(), sorted(self.held)
 
     def _unsettled(self, snapshot: list[dict]) -> tuple[str | None, bool]:
         """(what is not settled yet, or None; whether a pod waits for kube-scheduler)."""
@@ -567,6 +689,11 @@ class Replay:
             item = self._engine_item(ev.victim)
             item["phase"] = "Evicted"
             pods.append(item)
+        gate = self._gate() if self.held else None
+        for _, spec in self.held.values():  # after their kin, as simulate lists them
+            for pod in self._held_pods(spec, gate):
+                self._order.setdefault((pod.namespace, pod.name), (float("inf"), 0))
+                pods.append(self._engine_item(pod))
         pods.sort(key=lambda p: (p["namespace"], p["owner"] or "", *self._order.get(
             (names.namespace(p["namespace"]), p["name"]), (float("inf"), 0))))
         return {
@@ -578,7 +705,7 @@ class Replay:
             "quota": self._quota(used_by_ns),
             "evictions": [names.unmap_text(ev.to_dict()) for ev in controller.evictions],
             "warnings": list(engine.warnings) + self.warnings + self._notes,
-            "datasets": {},  # a scenario with datasets is refused before it starts (not replayed yet)
+            "datasets": self._datasets_report(),
         }
 
     def _engine_item(self, pod) -> dict:
@@ -590,6 +717,8 @@ class Replay:
     async def _refused(self, pod) -> dict:
         """A pod the service refused at submission, with the API server's own verdict on it (dry run)."""
         item = self._engine_item(pod)
+        if pod.reason is not None and pod.reason.code == DATASET_NOT_ALLOWED:
+            return item  # the API server knows nothing of datasets: nothing to ask it
         row = next((r for r in self.rows.values()
                     if any(p is pod for p in getattr(self.controller.owners.get(r.id), "pods", []))), None)
         if row is None:
@@ -626,17 +755,6 @@ class Replay:
                            f"{entry['used']}", step=True)
             out[node.name] = {"min": entry["min"], "max": entry["max"], "used": used}
         return out
-
-
-def _refuse_datasets(path: str, scenario) -> None:
-    """Datasets (issue 20) are simulated, not replayed yet: one line rather than a replay that ignores them."""
-    for objects in [scenario.objects] + [step.objects for step in scenario.steps]:
-        for obj in objects:
-            if isinstance(obj, Dataset) or isinstance(obj, WorkloadSpec) and obj.datasets:
-                what = (f"Dataset {obj.name}" if isinstance(obj, Dataset) else
-                        f"{obj.kind} {obj.namespace}/{obj.name} names datasets")
-                raise ReplayError(f"{path}: tenancy replay: Dataset objects are not replayed yet ({what}; "
-                                  "tenancy simulate runs them)")
 
 
 def _api_client(kubeconfig: str, context: str | None):

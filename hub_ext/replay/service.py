@@ -4,7 +4,7 @@
 (evictions held until the virtual clock reaches their deadline, this step's
 evictions and failures recorded); ``ReplayBackend`` is the ``KubernetesBackend``
 making each admitted pod from the scenario's pod template, every container running
-the pause image.
+the pause image (mounting the datasets the workload uses).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def _unless_closed(name: str):
 
 # The rest of what the backend reports to its controller.
 for _name in ("pod_lost", "pod_observed", "node_changed", "node_removed", "add_nodes", "observe_foreign",
-              "forget_foreign", "apply_object", "remove_object"):
+              "forget_foreign", "apply_object", "remove_object", "dataset_state"):
     setattr(ReplayController, _name, _unless_closed(_name))
 
 
@@ -109,12 +109,16 @@ class ReplayBackend(KubernetesBackend):
         raw, owner = self.templates[row.id]
         spec = out["spec"]
 
-        def containers(items):
+        # the datasets the workload uses, as the backend mounts them (the scenario's own volumes are dropped)
+        mounts = spec["containers"][0].get("volumeMounts")
+
+        def containers(items, main: bool = False):
             return [{"name": c.get("name") or f"c{i}", "image": PAUSE_IMAGE,
-                     **({"resources": c["resources"]} if c.get("resources") else {})}
+                     **({"resources": c["resources"]} if c.get("resources") else {}),
+                     **({"volumeMounts": mounts} if main and mounts else {})}
                     for i, c in enumerate(items or [])]
 
-        spec["containers"] = containers(raw.get("containers"))
+        spec["containers"] = containers(raw.get("containers"), main=True)
         if raw.get("initContainers"):
             spec["initContainers"] = containers(raw["initContainers"])
         if pod.priority_class:

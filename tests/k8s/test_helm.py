@@ -46,6 +46,7 @@ from hub_ext.backends.kubernetes.api import Api, Kind
 from hub_ext.backends.kubernetes.backend import KubernetesBackend
 from hub_ext.backends.kubernetes.checks import needed_permissions
 from hub_ext.backends.kubernetes.objects import JOB_NAME_LABEL, Marker
+from hub_ext.quota.dataset import _FIELDS as dataset_field_set, SOURCES, parse_dataset
 from hub_ext.quota.tree import parse_tree
 from hub_ext.service.controller import Identity
 from hub_ext.tenants import Tenant
@@ -61,6 +62,16 @@ HELM = Path(os.environ.get("TENANCY_HELM")
             or Path.home() / ".cache" / "jupyterhub-tenancy" / f"helm-{HELM_VERSION}" / "bin" / "helm")
 ADMIN = Identity(name="admin", admin=True)
 CRD_NAME = "elasticquotatrees.scheduling.sigs.k8s.io"
+DATASET_CRD = "datasets.tenancy.jupyter.org"
+#: the seed's fashion-mnist, as the values declare it (a CSI/OSS volume, as the seed's)
+FASHION_MNIST = {
+    "apiVersion": "tenancy.jupyter.org/v1alpha1", "kind": "Dataset", "metadata": {"name": "fashion-mnist"},
+    "spec": {"description": "Fashion-MNIST, 70,000 28x28 images", "teams": ["team-ä"],
+             "source": {"persistentVolume": {
+                 "capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteMany"],
+                 "csi": {"driver": "ossplugin.csi.alibabacloud.com", "volumeHandle": "fashion-demo-pv",
+                         "volumeAttributes": {"bucket": "fashion", "url": "oss-cn-beijing.aliyuncs.com"}}}},
+             "size": "10Gi", "mountPath": "/datasets/fashion-mnist"}}
 
 #: The chart's ClusterRole with provisioning on: (apiGroup, resource, verbs), exactly.
 BACKEND_RULES = {
@@ -71,18 +82,22 @@ BACKEND_RULES = {
     ("batch", "jobs"): {"get", "list", "watch", "create", "delete"},
     ("", "events"): {"list"},
     ("scheduling.sigs.k8s.io", "elasticquotatrees"): {"get", "list"},
+    # datasets: a volume and a claim per namespace, the Dataset objects of the cluster
+    ("", "persistentvolumes"): {"get", "list", "watch", "create", "update", "delete"},
+    ("", "persistentvolumeclaims"): {"get", "list", "watch", "create", "delete"},
+    ("tenancy.jupyter.org", "datasets"): {"get", "list", "watch"},
 }
 CRUD = {"get", "list", "create", "update", "delete"}
 PROVISIONER_RULES = {
     ("", "namespaces"): CRUD,
-    ("", "resourcequotas"): CRUD,
+    ("", "resourcequotas"): CRUD | {"watch"},  # watched for datasets' claims
     ("", "limitranges"): CRUD,
     ("rbac.authorization.k8s.io", "roles"): CRUD | {"escalate", "bind"},
     ("rbac.authorization.k8s.io", "rolebindings"): CRUD,
     ("scheduling.k8s.io", "priorityclasses"): CRUD,
 }
 #: ... and with provisioning off: the scheduler only reads quotas, limits and PriorityClasses.
-READ_LIMITS = {("", "resourcequotas"): {"list"}, ("", "limitranges"): {"list"},
+READ_LIMITS = {("", "resourcequotas"): {"list", "watch"}, ("", "limitranges"): {"list"},
                ("scheduling.k8s.io", "priorityclasses"): {"list"}}
 
 
@@ -112,6 +127,11 @@ def render(helm, tmp_path, values: dict | None = None, *, release="tenancy", nam
     if crds:
         args.append("--include-crds")
     return [d for d in yaml.safe_load_all(run_helm(helm, *args).stdout) if d]
+
+
+def dataset_fields() -> set:
+    """The fields of a Dataset's spec, as ``quota/dataset.py`` reads them."""
+    return set(dataset_field_set)
 
 
 def one(objs, kind, name=None) -> dict:
@@ -184,6 +204,7 @@ NON_DEFAULT = {
     "pdb": {"enabled": True, "maxUnavailable": "50%"},  # wins over minAvailable
     "grafanaDashboard": {"enabled": True, "labels": {"grafana_dashboard": None, "dashboards": "grafana"},  # null: away
                          "annotations": {"grafana_folder": "JupyterHub"}},
+    "datasets": [FASHION_MNIST],
 }
 
 
@@ -267,6 +288,13 @@ def test_template_defaults(helm, tmp_path):
     assert crd["spec"]["scope"] == "Namespaced" and crd["spec"]["versions"][0]["name"] == "v1beta1"
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     assert schema["properties"]["spec"]["x-kubernetes-preserve-unknown-fields"] is True
+    crd = one(render(helm, tmp_path, crds=True), "CustomResourceDefinition", DATASET_CRD)
+    assert (crd["spec"]["group"], crd["spec"]["scope"], crd["spec"]["names"]["kind"]) == \
+        ("tenancy.jupyter.org", "Cluster", "Dataset")
+    assert [v["name"] for v in crd["spec"]["versions"]] == ["v1alpha1"]
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    assert set(spec) == set(dataset_fields()) and set(spec["source"]["properties"]) == set(SOURCES)
+    assert c.TenancyService.datasets == []
 
 
 
@@ -310,6 +338,8 @@ def test_template_other_values(helm, tmp_path):
     assert c.Provisioner.viewer_role == "viewer" and "instance" not in c.Provisioner
     assert not_granted(one(objs, "ClusterRole"), c) == []  # provisioning off
     assert (c.KubernetesBackend.api_qps, c.KubernetesBackend.api_burst, c.KubernetesBackend.create_concurrency) == (0, 400, 64)
+    assert c.TenancyService.datasets == [FASHION_MNIST]  # as written, unicode team and all
+    assert parse_dataset(c.TenancyService.datasets[0]).size == parse_dataset(FASHION_MNIST).size
 
     pdb = one(objs, "PodDisruptionBudget", "sched")
     assert pdb["spec"] == {"maxUnavailable": "50%", "selector": deploy["spec"]["selector"]}
@@ -413,6 +443,13 @@ BAD_VALUES = {
     "no Secret name": ({"database": {"urlSecret": {"key": "url"}}}, "at '/database/urlSecret': missing property 'name'"),
     "a quantity as a number": ({"provision": {"resourceQuota": {"pods": 5}}},
                                "at '/provision/resourceQuota/pods': got number, want string"),
+    "a dataset with two sources": ({"datasets": [{**FASHION_MNIST, "spec": {**FASHION_MNIST["spec"], "source": {
+        "claim": "fashion-demo-pvc", "path": "/srv/fashion"}}}]},
+        "at '/datasets/0/spec/source': maxProperties: got 2, want 1"),
+    "a typo in a dataset": ({"datasets": [{**FASHION_MNIST, "spec": {**FASHION_MNIST["spec"], "readonly": True}}]},
+                            "at '/datasets/0/spec': additional properties 'readonly' not allowed"),
+    "a dataset of another kind": ({"datasets": [{**FASHION_MNIST, "kind": "PersistentVolume"}]},
+                                  "at '/datasets/0/kind': value must be 'Dataset'"),
 }
 
 
@@ -498,7 +535,7 @@ def release(control_plane, api, helm, seed_classes, tmp_path):
     }
     r.objects = render(helm, tmp_path, r.values, release=r.name, namespace=r.namespace, crds=True)
     core, ext = client.CoreV1Api(api), client.ApiextensionsV1Api(api)
-    made_crd = False
+    made_crd = made_dataset_crd = False
     try:
         control_plane.create_namespace(r.namespace)
         control_plane.add_node(r.node, {"cpu": "8", "memory": "32Gi"}, labels=r.label)
@@ -507,13 +544,16 @@ def release(control_plane, api, helm, seed_classes, tmp_path):
             "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
                      "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": str(tmp_path / "pv")},
                      "claimRef": {"namespace": r.namespace, "name": "tenancy-db"}}})
-        crd = one(r.objects, "CustomResourceDefinition")
-        try:
-            ext.create_custom_resource_definition(crd)
-            made_crd = True
-        except ApiException as err:
-            if err.status != 409:
-                raise
+        for crd in (o for o in r.objects if o["kind"] == "CustomResourceDefinition"):
+            try:
+                ext.create_custom_resource_definition(crd)
+                if crd["metadata"]["name"] == CRD_NAME:
+                    made_crd = True
+                else:
+                    made_dataset_crd = True
+            except ApiException as err:
+                if err.status != 409:
+                    raise
         wait_for(lambda: any(c.type == "Established" and c.status == "True" for c in
                              ext.read_custom_resource_definition(CRD_NAME).status.conditions or []),
                  what="the ElasticQuotaTree CRD established")
@@ -522,6 +562,11 @@ def release(control_plane, api, helm, seed_classes, tmp_path):
         yield r
     finally:
         cleanup(control_plane, api, r, made_crd)
+        if made_dataset_crd:
+            try:
+                ext.delete_custom_resource_definition(DATASET_CRD)
+            except ApiException:
+                pass
 
 
 def cleanup(control_plane, api, r, made_crd):

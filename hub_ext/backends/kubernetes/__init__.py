@@ -7,6 +7,8 @@
   (``c.TenancyService.backend_class = "hub_ext.backends.kubernetes.KubernetesBackend"``),
   a facade over one module per duty (its docstring lists them: ``nodes``, ``training``,
   ``follow``, ``ours``, ``evictions``, ``recovery``, ``foreign``, ``checks``, ``tenants``, ``calls``).
+- ``datasets``, ``datasetcrd``, ``mounts``: each dataset's volume and claim per namespace,
+  the cluster's ``Dataset`` objects, and how pods mount what their workload uses.
 - ``objects``: the labels and names of what we make, and the provisioner's objects.
 - ``api``: the small JSON/REST layer they use (one-line ``KubernetesError``, discovery).
 """

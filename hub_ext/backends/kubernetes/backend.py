@@ -19,6 +19,9 @@ duty to one room, each a module of this package:
 - ``checks.Checks`` and ``quotatree.ClusterTree``: the start-up checks, and the
   cluster's ElasticQuotaTree; ``tenants.Tenants``: tenants provisioned from hub
   groups when ``provision`` is on;
+- ``datasets.Datasets``: each dataset's claim and volume per namespace that may
+  use it, followed until Bound; ``datasetcrd.ClusterDatasets``: the cluster's
+  ``Dataset`` objects handed to the service;
 - ``calls.Calls``: every API call, made in the backend's own worker pool so the
   controller's loop never blocks, through a client-side rate limit
   (``api_qps``/``api_burst``); ``informer.ApiMonitor`` says whether the API
@@ -43,6 +46,8 @@ from .. import Backend
 from .api import Api, RateLimiter
 from .calls import Calls
 from .checks import Checks
+from .datasetcrd import ClusterDatasets
+from .datasets import Datasets
 from .evictions import Evictions
 from .follow import Follower
 from .foreign import Foreign
@@ -254,6 +259,27 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         """,
     ).tag(config=True)
 
+    dataset_recheck_seconds = Float(
+        5.0,
+        help="""
+        How often a dataset's claim that is not Bound yet, or one no longer wanted that a running
+        workload still mounts, is looked at again (besides every change the watches see).
+
+        .. versionadded:: 0.4
+        """,
+    ).tag(config=True)
+
+    follow_dataset_objects = Bool(
+        True,
+        help="""
+        Follow the cluster's ``Dataset`` objects (``datasets.tenancy.jupyter.org``, which the chart
+        installs) and hand them to the service, as datasets of origin ``cluster``. Where the CRD is
+        not installed nothing is followed (it is looked for again every ``checks_seconds``).
+
+        .. versionadded:: 0.4
+        """,
+    ).tag(config=True)
+
     def __init__(self, api_client=None, hub=None, **kwargs):
         super().__init__(**kwargs)
         self.hub = hub
@@ -276,6 +302,8 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         self.follower = Follower(self)
         self.evictions = Evictions(self)
         self.recovery = Recovery(self)
+        self.datasets = Datasets(self)
+        self.dataset_objects = ClusterDatasets(self)
 
     @property
     def controller(self):
@@ -361,6 +389,11 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             self.controller._spawn(self.foreign.recount(sorted(added)))
         self.tenants.changed(tenants)
 
+    def datasets_changed(self, wanted) -> None:
+        """Make each wanted (dataset, namespace) pair on the cluster and report its state; remove the
+        pairs no longer wanted once nothing mounts them (``datasets.Datasets``, in the background)."""
+        self.datasets.changed(wanted)
+
     async def provision_now(self, tenants=None):
         """Reconcile the tenants (default: the last known) on the cluster now; the ``ProvisionResult``,
         or None while the tenants are not known (the hub not read yet: provisioning ``[]`` would
@@ -404,7 +437,8 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         health = getattr(self.controller, "health", None)
         if health is not None:  # nothing is admitted before the checks ran once
             health.set("startup-checks", "the start-up checks of the cluster have not run yet", log=False)
-        tasks = [asyncio.ensure_future(self.monitor.run()), asyncio.ensure_future(self.checks.run())]
+        tasks = [asyncio.ensure_future(self.monitor.run()), asyncio.ensure_future(self.checks.run()),
+                 asyncio.ensure_future(self.dataset_objects.run())]
         self.cluster_nodes.ensure_watched()
         self.ours.watch_pods()
         self.foreign.start(loop)
@@ -424,7 +458,8 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                 watch.stop()
 
     def _watches(self) -> list[Informer]:
-        return [w for w in (self.foreign.watch, self.cluster_nodes.watch, *self.ours.watches()) if w is not None]
+        return [w for w in (self.foreign.watch, self.cluster_nodes.watch, *self.ours.watches(),
+                            *self.datasets.watches, self.dataset_objects.watch) if w is not None]
 
     def kick_watches(self) -> None:
         """List again at once (what refused them may have passed), not after their backoff."""
@@ -440,4 +475,5 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         """The service is ending: stop the watches (their threads end at once) and the worker pool."""
         for watch in self._watches():
             watch.stop()
+        self.datasets.close()
         self._executor.shutdown(wait=False, cancel_futures=True)

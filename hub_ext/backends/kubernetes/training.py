@@ -2,7 +2,8 @@
 
 An admitted training pod becomes a batch/v1 Job of one pod (parallelism 1,
 backoffLimit 0) named after the engine's pod, with the workload's
-PriorityClass, resources and command; where the server does not serve Jobs (or
+PriorityClass, resources and command, mounting the datasets the workload uses
+(``controller.datasets.uses(row)``, with ``TENANCY_DATASETS``); where the server does not serve Jobs (or
 ``use_jobs`` is off), a bare Pod. The default kube-scheduler places it (no
 ``nodeName`` is set). Creates go through a bounded pool of ``create_concurrency``
 at once and are retried while what refused them may pass a moment later; a
@@ -20,6 +21,7 @@ import asyncio
 from .api import JOB, POD, Kind, KubernetesError
 from .follow import Followed, ended, refusal
 from .informer import outage_error
+from . import mounts
 from .objects import JOB_NAME_LABEL, MANAGED_BY, MANAGER, WORKLOAD_LABEL
 
 
@@ -40,16 +42,17 @@ class Training:
         backend, spec = self.backend, row.spec
         command = list(spec["command"]) if spec.get("command") else ["python", "-c", spec.get("script", "")]
         resources = {k: v for k, v in (spec.get("resources") or {}).items() if v}
-        env = [{"name": k, "value": str(v)} for k, v in (spec.get("env") or {}).items()]
+        uses = self.uses(row)
+        env = [{"name": k, "value": str(v)} for k, v in (spec.get("env") or {}).items() if k != mounts.ENV]
         env += [{"name": "TENANCY_WORKLOAD", "value": row.name}, {"name": "TENANCY_WORKLOAD_ID", "value": row.id},
                 {"name": "TENANCY_NAMESPACE", "value": row.namespace}, {"name": "TENANCY_POD", "value": pod.name},
-                {"name": "TENANCY_REPLICAS", "value": str(spec.get("replicas", 1))}]
-        pod_spec = {
-            "restartPolicy": "Never",
-            "priorityClassName": spec["priorityClassName"],
-            "containers": [{"name": row.kind, "image": backend.image, "command": command,
-                            "resources": resources, "env": env}],
-        }
+                {"name": "TENANCY_REPLICAS", "value": str(spec.get("replicas", 1))},
+                {"name": mounts.ENV, "value": mounts.env_value(uses)}]
+        container = {"name": row.kind, "image": backend.image, "command": command, "resources": resources, "env": env}
+        pod_spec = {"restartPolicy": "Never", "priorityClassName": spec["priorityClassName"], "containers": [container]}
+        if uses:
+            pod_spec["volumes"] = mounts.volumes(uses)
+            container["volumeMounts"] = mounts.volume_mounts(uses)
         if spec.get("gracePeriodSeconds") is not None:
             pod_spec["terminationGracePeriodSeconds"] = spec["gracePeriodSeconds"]
         if backend.node_selector:
@@ -59,6 +62,11 @@ class Training:
         return {"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": pod.name, "namespace": row.namespace, "labels": self.labels(row)},
                 "spec": pod_spec}
+
+    def uses(self, row) -> list[dict]:
+        """What the workload mounts (the service's word: ``controller.datasets.uses``)."""
+        room = getattr(self.backend.controller, "datasets", None)
+        return list(room.uses(row)) if room is not None else []
 
     def job_manifest(self, row, pod) -> dict:
         """The Job for an admitted training pod: exactly one pod, never retried by the Job controller
