@@ -442,17 +442,3 @@ def test_bad_datasets_are_one_line_exit_1(tmp_path, command, docs, message):
     proc = tenancy(command, path)
     assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", expected)
 
-
-
-
-@pytest.mark.parametrize("objects,steps,what", [
-    pytest.param([dataset()], [], "Dataset fashion-mnist", id="a-dataset"),
-    pytest.param([], [apply(job())], "Job team-a/train names datasets", id="work-naming-one"),
-])
-def test_replay_refuses_datasets_in_one_line(tmp_path, objects, steps, what):
-    """``tenancy replay`` does not replay datasets yet: it says so before touching a cluster."""
-    path = write(tmp_path, {"nodes": [{"name": "n1", "allocatable": {"cpu": "8"}}], "objects": objects, "steps": steps})
-    proc = tenancy("replay", path, "--kubeconfig", "/nonexistent")
-    assert (proc.returncode, proc.stdout) == (1, "")
-    assert proc.stderr == (f"tenancy: error: {path}: tenancy replay: Dataset objects are not replayed yet ({what}; "
-                           "tenancy simulate runs them)\n")

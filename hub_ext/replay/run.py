@@ -84,7 +84,7 @@ from ..scheduler.submission import Refused, resolve_priority
 from ..scheduler.owners import Owner
 from ..service.identity import Identity
 from ..service.store import Store, WorkloadRow
-from ..service.workloads import TRAINING
+from ..service.workloads import TRAINING, check_datasets_field
 from .cluster import KWOK_NODE_ANNOTATION, Footprint, Names, ReplayError, check_node_selector, \
     namespaces_of, patch
 from ..sim.scenario import Ref, load_scenario, parse_scenario
@@ -414,7 +414,7 @@ class Replay:
         body = {"kind": TRAINING, "command": ["pause"], "replicas": replicas, "gang": spec.gang,
                 "priorityClassName": spec.template.priority_class_name, "resources": {}}
         if spec.datasets:  # what its pods mount (controller.datasets.uses)
-            body["datasets"] = list(spec.datasets)
+            body["datasets"] = check_datasets_field(list(spec.datasets))  # as admission reads a body's
         row = self.rows.get(spec.key)
         if row is not None:
             if spec.kind == "Pod":

@@ -438,7 +438,7 @@ async def test_service_and_backend_end_to_end(control_plane, api, namespaces, tm
                         f"the claim in {ns} Bound", 60, in_thread=True)
         await until(lambda: backend.datasets.states.get((ds.name, a), (None,))[0] == "Bound", "Bound reported")
         row = training_row(a, "e2e")
-        row.spec["datasets"] = [ds.name]
+        row.spec["datasets"] = [{"name": ds.name}]  # as admission stores a body's "datasets"
         mounts = controller.datasets.uses(row)
         assert [(u["name"], u["mountPath"], u["readOnly"]) for u in mounts] == [(ds.name, MOUNT, True)]
         spec = backend.manifest(row, SimpleNamespace(name="e2e-0", uid=0))["spec"]
