@@ -40,11 +40,13 @@ class _Service(web.RequestHandler):
             return self.finish("it broke")
         if path == "workloads" and self.request.method == "GET":
             return self.finish(json.dumps({"workloads": [{"id": "ab12"}]}))
+        if path == "datasets":
+            return self.finish(json.dumps({"datasets": [{"name": "fashion-mnist"}]}))
         if path.endswith("/logs"):
             return self.finish("step 1\n")
         self.finish(json.dumps({"path": path}))
 
-    get = post = delete = _answer
+    get = post = put = delete = _answer
 
 
 class _Events(web.RequestHandler):
@@ -88,6 +90,27 @@ async def test_both_clients_make_the_same_calls_and_read_the_same_answers(servic
                                      ("GET", "/workloads/ab12/logs?pod=p-0"), ("POST", "/workloads?dryRun=true"),
                                      ("DELETE", "/workloads/ab12?by=spawner")]
     assert all(a[2] == f"token {TOKEN}" for a in sync) and json.loads(sync[3][3]) == {"name": "x"}
+
+
+@pytest.mark.asyncio
+async def test_both_clients_read_and_write_datasets_and_submit_naming_them(service):
+    url, asked = service
+    manifest = {"apiVersion": "tenancy.jupyter.org/v1alpha1", "kind": "Dataset", "metadata": {"name": "fashion-mnist"},
+                "spec": {"namespaces": ["team-a"], "source": {"path": "/srv/fashion"}}}
+    assert await both(url, lambda c: c.datasets()) == ([{"name": "fashion-mnist"}],) * 2
+    assert await both(url, lambda c: c.dataset("fashion-mnist")) == ({"path": "datasets/fashion-mnist"},) * 2
+    await both(url, lambda c: c.put_dataset(manifest, dry_run=True))
+    await both(url, lambda c: c.put_dataset(json.dumps(manifest).encode()))
+    await both(url, lambda c: c.delete_dataset("a/b"))  # a name is one segment of the path, whatever it holds
+    await both(url, lambda c: c.submit(name="x", datasets=["fashion-mnist:/data", {"name": "b", "mountPath": "/b"}]))
+    sync, aio = asked[::2], asked[1::2]
+    assert sync == aio
+    assert [a[:2] for a in sync] == [("GET", "/datasets"), ("GET", "/datasets/fashion-mnist"),
+                                     ("PUT", "/datasets/fashion-mnist?dryRun=true"),
+                                     ("PUT", "/datasets/fashion-mnist"), ("DELETE", "/datasets/a%2Fb"),
+                                     ("POST", "/workloads")]
+    assert json.loads(sync[2][3]) == manifest and json.loads(sync[3][3]) == manifest
+    assert json.loads(sync[5][3])["datasets"] == ["fashion-mnist:/data", {"name": "b", "mountPath": "/b"}]
 
 
 @pytest.mark.asyncio
