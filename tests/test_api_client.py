@@ -114,6 +114,25 @@ async def test_both_clients_read_and_write_datasets_and_submit_naming_them(servi
 
 
 @pytest.mark.asyncio
+async def test_submit_training_and_the_train_magic_name_datasets_as_arenas_data_flag(service):
+    from hub_ext.client.api import submit_training
+    from hub_ext.client.magic import _parser
+
+    url, asked = service
+    chosen = _parser().parse_args(["--cpu", "1", "--data", "fashion-mnist", "--data", "scratch:/scratch"]).data
+    assert chosen == ["fashion-mnist", "scratch:/scratch"]
+    client = TenancyClient(url, TOKEN)
+    await asyncio.to_thread(submit_training, ["python", "t.py"], datasets=chosen, client=client, show=False)
+    await asyncio.to_thread(submit_training, ["python", "t.py"], client=client, show=False, yes=True)
+    dry, real, plain = (json.loads(a[3]) for a in asked if a[0] == "POST")
+    assert dry["datasets"] == real["datasets"] == ["fashion-mnist", "scratch:/scratch"]
+    assert "datasets" not in plain  # not named: the service mounts every ready dataset of the team
+    with pytest.raises(TenancyError, match="dataset 'scratch:scratch': the path 'scratch' must be absolute"):
+        submit_training(["true"], datasets=["scratch:scratch"], client=client, show=False)
+    assert len(asked) == 3  # refused before anything was sent
+
+
+@pytest.mark.asyncio
 async def test_a_refusal_carries_the_services_sentence_and_an_outage_says_where(service):
     url, _ = service
     for err in await both(url, lambda c: _raised(c.get, "refuse")):
