@@ -112,7 +112,8 @@ export class TenancyPanel extends Widget {
                 this.actions.openFolder(d.browse as string);
               }
             },
-            d.path
+            // as the file browser names it; the full path is the link's title
+            `${d.browse}/`
           )
         : h('code', { class: 'jp-TenancyDataset-path' }, d.path);
       this._datasets.append(
@@ -122,17 +123,16 @@ export class TenancyPanel extends Widget {
           h(
             'div',
             { class: 'jp-TenancyWork-title' },
-            h('span', { class: 'jp-TenancyDataset-name' }, d.name),
+            h(
+              'span',
+              { class: 'jp-TenancyDataset-head' },
+              h('span', { class: 'jp-TenancyDataset-name' }, d.name),
+              h('span', { class: `jp-TenancyDataset-access${d.access === trans.__('read-only') ? ' jp-mod-readonly' : ''}` }, d.access)
+            ),
             h('span', { class: 'jp-TenancyDataset-state', 'data-state': d.state }, d.stateText)
           ),
           d.description ? h('div', { class: 'jp-TenancyDataset-description' }, d.description) : null,
-          h(
-            'div',
-            { class: 'jp-TenancyWork-facts' },
-            where,
-            ' ',
-            h('span', { class: `jp-TenancyDataset-access${d.access === trans.__('read-only') ? ' jp-mod-readonly' : ''}` }, d.access)
-          ),
+          h('div', { class: 'jp-TenancyWork-facts' }, where),
           d.hint ? h('div', { class: 'jp-TenancyWork-reason' }, d.hint) : null
         )
       );
