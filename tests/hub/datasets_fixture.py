@@ -132,6 +132,11 @@ class _One(_Base):
         self.json({"deleted": name})
 
 
+class _NoIcon(web.RequestHandler):
+    def get(self):  # the browser asks; a 404 would be a console error the tests count
+        self.set_status(204)
+
+
 class _Events(_Base):
     async def get(self, user):
         self.set_header("Content-Type", "text/event-stream")
@@ -151,6 +156,7 @@ def serve_fake_datasets() -> tuple[FakeDatasets, callable]:
         (user + r"/api/v1/datasets/([a-z0-9-]+)", _One, {"fake": fake}),
         (user + r"/api/v1/events", _Events, {"fake": fake}),
         (r"/static/(.*)", web.StaticFileHandler, {"path": str(STATIC)}),
+        (r"/favicon.ico", _NoIcon),
     ])
     sockets = bind_sockets(0, "127.0.0.1")
     fake.url = f"http://127.0.0.1:{sockets[0].getsockname()[1]}"

@@ -23,6 +23,7 @@ import pytest
 from browser import browser, logged_in, shot  # noqa: F401 - the fixture
 from datasets_fixture import serve_fake_datasets
 from demo_hub import API, ROOT, svc, token
+from kernel import run_code
 from waiting import wait_for
 
 PAGES = "/services/tenancy/"
@@ -124,7 +125,7 @@ def test_page_an_admin_dry_runs_a_new_dataset_applies_it_and_removes_it(fake, br
     page.wait_for_selector("#provision li")
     items = page.locator("#provision li")
     assert items.all_inner_texts()[0] == "team-c: would be provisioned"
-    assert "team-d: would be provisioned — refused: persistentvolumeclaims" in items.all_inner_texts()[1]
+    assert "team-d: would be refused — persistentvolumeclaims" in items.all_inner_texts()[1]
     assert "1 namespace would refuse it" in page.inner_text("#provision")
     assert fake.asked[-1][:3] == ("admin", "PUT", "datasets/cifar-10?dryRun=true")
     assert fake.asked[-1][3]["spec"]["teams"] == ["team-c", "team-d"]  # the YAML, sent as JSON
@@ -249,3 +250,20 @@ def test_demo_datasets_in_a_terminal(hub, tmp_path):
     dave = tenancy(hub, "dave", "submit", "--cpu", "1", "--data", "fashion-mnist", "--", "true")
     assert dave.returncode == 1 and dave.stderr == (
         "tenancy: error: dave may not use dataset fashion-mnist: it is not for namespace team-d (HTTP 403)\n"), dave
+
+
+@NEEDS_SERVICE
+def test_demo_a_notebook_names_datasets_with_train_data_and_submit_training(hub):
+    status, body = hub.start_server("alice", "", {"profile": "small"}, token=token(hub, "alice"), check=False)
+    assert status in (201, 202), body
+    hub.wait_server_ready("alice", timeout=90)
+    out = run_code(hub, "alice", token(hub, "alice"), (
+        "%load_ext hub_ext.client\n"
+        "get_ipython().run_cell_magic('train', '--cpu 1 --name magic-data --data fashion-mnist:/data/fm --wait', "
+        "\"import json, os; print(json.loads(os.environ['TENANCY_DATASETS']))\")\n"
+        "print(train_job.state, train_job.refresh().data['datasets'][0]['mountPath'])\n"
+        "from hub_ext.client import submit_training\n"
+        "job = submit_training(['true'], cpu=1, name='py-data', datasets=['fashion-mnist'], show=False, wait=True)\n"
+        "print(job.state, [d['name'] for d in job.data['datasets']])\n"), timeout=180)
+    assert out.split("\n")[:2] == ["Succeeded /data/fm", "Succeeded ['fashion-mnist']"], out
+    hub.stop_server("alice", timeout=30)

@@ -148,8 +148,8 @@ export function datasets(data, live) {
     return h('section', { id: 'provision' },
       h('h3', {}, `What ${answer.dataset ? answer.dataset.name : 'this dataset'} would get`),
       items.length ? h('ul', {}, items.map(p => h('li', { 'data-namespace': p.namespace, 'data-action': p.action, class: p.refused ? 'refused' : '' },
-        h('strong', {}, p.namespace), `: ${words[p.action] || p.action}`,
-        p.refused ? h('span', { class: 'why' }, ` — refused: ${p.refused}`) : null)))
+        h('strong', {}, p.namespace), p.refused ? ': would be refused' : `: ${words[p.action] || p.action}`,
+        p.refused ? h('span', { class: 'why' }, ` — ${p.refused}`) : null)))
         : h('p', {}, 'No namespace may use it: nothing would be provisioned.'),
       refused.length ? h('p', { class: 'notice warn' }, `${refused.length} namespace${refused.length > 1 ? 's' : ''} would refuse it: raise the namespace's quota, or apply it anyway and it is provisioned once the quota allows.`) : null);
   }
