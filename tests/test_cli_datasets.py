@@ -56,6 +56,9 @@ def test_the_table_has_a_row_per_dataset_and_says_why_a_namespace_is_not_ready()
                                                                        "team-c ready"]
     assert len(lines) == 5
     assert table([]) == "No dataset is declared for your teams."
+    # a user's view: the service leaves out the states of namespaces that are not theirs
+    mine = {**FASHION, "status": {"team-b": FASHION["status"]["team-b"]}, "inUse": {"team-b": 0}}
+    assert table([mine]).splitlines()[1].split()[-5:] == ["none", "team-b", "not", "ready", "yet"]
 
 
 def test_a_dry_run_says_what_each_namespace_would_get():

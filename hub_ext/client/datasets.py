@@ -39,10 +39,10 @@ def data_choices(items) -> list:
 
 
 def _states(d: dict) -> str:
+    """Each namespace's state that the service showed the caller (a user: their own namespaces only)."""
     status = d.get("status") or {}
-    namespaces = list(d.get("namespaces") or []) + [ns for ns in status if ns not in (d.get("namespaces") or [])]
-    return ", ".join(f"{ns} {dataset_state((status.get(ns) or {}).get('state') or 'Pending')}" for ns in namespaces) \
-        or "no namespace"
+    return ", ".join(f"{ns} {dataset_state((s or {}).get('state') or 'Pending')}" for ns, s in status.items()) \
+        or "no namespace of yours"
 
 
 def _in_use(d: dict) -> str:

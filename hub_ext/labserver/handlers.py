@@ -102,7 +102,8 @@ class TenancyHandler(APIHandler):
             "path": quota_path(tree.get("tree"), tree.get("quota") or {}, (tenant or {}).get("quotaLeaf")),
             "workloads": [w for w in me.get("workloads") or [] if w.get("user") == me.get("name")],
             "notices": [n for n in me.get("notices") or [] if n.get("workload") not in dismissed],
-            "datasets": here(me.get("datasets") or [], mounted(), self.contents_manager.root_dir),
+            "datasets": here(of_namespace(me.get("datasets") or [], (tenant or {}).get("namespace")), mounted(),
+                             self.contents_manager.root_dir),
         }
 
 
@@ -113,6 +114,17 @@ def mounted() -> dict[str, str]:
     except ValueError:
         return {}
     return {str(k): str(v) for k, v in paths.items()} if isinstance(paths, dict) else {}
+
+
+def of_namespace(datasets: list[dict], namespace: str | None) -> list[dict]:
+    """``/me`` lists a dataset once per namespace of mine that may use it: this server's namespace's, once."""
+    out, seen = [], set()
+    for d in datasets:
+        if d.get("namespace") not in (None, namespace) or d.get("name") in seen:
+            continue
+        seen.add(d.get("name"))
+        out.append(d)
+    return out
 
 
 def here(datasets: list[dict], paths: dict[str, str], root: str) -> list[dict]:

@@ -28,7 +28,9 @@ export function datasetRows(s: ISnapshot | null, trans: ITrans = english): IData
     const browse = d.browse ?? null;
     let hint = '';
     if (d.state !== 'Bound') {
-      hint = trans.__('Not ready in your namespace yet: jobs that name it wait until it is.');
+      hint = d.message
+        ? trans.__('Not ready in your namespace: %1. Jobs that name it wait until it is.', d.message)
+        : trans.__('Not ready in your namespace yet: jobs that name it wait until it is.');
     } else if (browse === null) {
       hint = trans.__('This server has it at %1, outside the file browser: open a terminal or read it from code.', path);
     }

@@ -74,6 +74,9 @@ export interface IDataset {
   readOnly: boolean;
   /** In my namespace: Bound, Pending or Refused. */
   state: string;
+  /** Why it is not ready (the binder's or the quota's words). */
+  message?: string | null;
+  namespace?: string;
   /** Where this server has it (its own mount, else the dataset's mount path). */
   path?: string | null;
   /** That folder relative to the server's root, for the file browser; null when it cannot reach it. */

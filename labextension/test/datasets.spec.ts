@@ -8,7 +8,9 @@ const snapshot: ISnapshot = {
       state: 'Bound', path: '/home/alice/datasets/fashion-mnist', browse: 'datasets/fashion-mnist' },
     { name: 'scratch', description: '', mountPath: '/datasets/scratch', readOnly: false, state: 'Bound',
       path: '/datasets/scratch', browse: null },
-    { name: 'imagenet', description: 'ImageNet', mountPath: '/datasets/imagenet', readOnly: true, state: 'Refused' }
+    { name: 'imagenet', description: 'ImageNet', mountPath: '/datasets/imagenet', readOnly: true, state: 'Refused',
+      message: 'exceeded quota: dev-quota' },
+    { name: 'coco', description: '', mountPath: '/datasets/coco', readOnly: true, state: 'Pending' }
   ]
 };
 
@@ -18,11 +20,13 @@ describe('the Datasets section', () => {
     expect(rows.map(r => [r.name, r.access, r.stateText, r.path, r.browse])).toEqual([
       ['fashion-mnist', 'read-only', 'ready', '/home/alice/datasets/fashion-mnist', 'datasets/fashion-mnist'],
       ['scratch', 'read and write', 'ready', '/datasets/scratch', null],
-      ['imagenet', 'read-only', 'refused', '/datasets/imagenet', null]
+      ['imagenet', 'read-only', 'refused', '/datasets/imagenet', null],
+      ['coco', 'read-only', 'not ready yet', '/datasets/coco', null]
     ]);
     expect(rows.map(r => r.hint)).toEqual([
       '',
       'This server has it at /datasets/scratch, outside the file browser: open a terminal or read it from code.',
+      'Not ready in your namespace: exceeded quota: dev-quota. Jobs that name it wait until it is.',
       'Not ready in your namespace yet: jobs that name it wait until it is.'
     ]);
     expect(datasetRows({ available: true, ok: true, message: null })).toEqual([]);
@@ -31,7 +35,7 @@ describe('the Datasets section', () => {
   it('offers every dataset of my teams to a job, saying which are not ready', () => {
     expect(datasetChoices(snapshot)).toEqual([
       { name: 'fashion-mnist', label: 'fashion-mnist' }, { name: 'scratch', label: 'scratch' },
-      { name: 'imagenet', label: 'imagenet (refused)' }
+      { name: 'imagenet', label: 'imagenet (refused)' }, { name: 'coco', label: 'coco (not ready yet)' }
     ]);
     expect(datasetChoices(null)).toEqual([]);
   });

@@ -39,13 +39,14 @@ TEAM_A = {"group": "team-a", "namespace": "team-a", "quotaLeaf": "root.a.1",
 TREE = {"tree": {"spec": {"root": {"name": "root", "children": [{"name": "root.a.1", "namespaces": ["team-a"]}]}}},
         "quota": {"root": {"min": {"cpu": "40"}, "max": {"cpu": "40"}, "used": {"cpu": "2"}},
                   "root.a.1": {"min": {"cpu": "10"}, "max": {"cpu": "20"}, "used": {"cpu": "2"}}}}
-DATASETS = [  # /me's datasets, the contract's shape
+DATASETS = [  # /me's datasets, the contract's shape (once per namespace of mine, with the words why)
     {"name": "fashion-mnist", "description": "Fashion-MNIST, 70,000 28x28 images",
-     "mountPath": "/datasets/fashion-mnist", "readOnly": True, "state": "Bound"},
+     "mountPath": "/datasets/fashion-mnist", "readOnly": True, "state": "Bound", "message": None, "namespace": "team-a"},
     {"name": "scratch", "description": "Team scratch space", "mountPath": "/datasets/scratch", "readOnly": False,
-     "state": "Bound"},
+     "state": "Bound", "message": None, "namespace": "team-a"},
     {"name": "imagenet-mini", "description": "ImageNet, 1,000 classes", "mountPath": "/datasets/imagenet-mini",
-     "readOnly": True, "state": "Refused"},
+     "readOnly": True, "state": "Refused", "namespace": "team-a",
+     "message": 'persistentvolumeclaims "imagenet-mini" is forbidden: exceeded quota: dev-quota'},
 ]
 
 
@@ -153,6 +154,9 @@ def test_lab_the_panel_lists_my_datasets_and_opens_one_in_the_file_browser(servi
     assert scratch.locator("a").count() == 0  # outside the file browser's root: the path, and what to do
     assert "outside the file browser" in scratch.locator(".jp-TenancyWork-reason").inner_text()
     assert rows.nth(2).locator(".jp-TenancyDataset-state").inner_text() == "refused"
+    assert rows.nth(2).locator(".jp-TenancyWork-reason").inner_text() == (
+        'Not ready in your namespace: persistentvolumeclaims "imagenet-mini" is forbidden: exceeded quota: '
+        "dev-quota. Jobs that name it wait until it is.")
     # the link opens the folder in the file browser
     link.click()
     listing = page.locator(".jp-DirListing-content .jp-DirListing-itemText")
