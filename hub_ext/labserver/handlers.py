@@ -131,14 +131,16 @@ def here(datasets: list[dict], paths: dict[str, str], root: str) -> list[dict]:
     """The service's datasets with ``path`` (where this server has it: its own mount, else the dataset's
     mount path) and ``browse``: that folder relative to the server's root, for the file browser, or None
     when the file browser cannot reach it (outside the root, or not mounted in this server)."""
-    root = os.path.realpath(root)
+    # Not realpath: a dataset is often a link in the home (the local backend's datasets/<name>), and the
+    # file browser goes through the link.
+    root = os.path.abspath(root)
     out = []
     for d in datasets:
         path = paths.get(d.get("name"))
         browse = None
         if path:
-            full = os.path.realpath(os.path.join(root, path))
-            if full == root or full.startswith(root.rstrip(os.sep) + os.sep):
+            full = os.path.abspath(os.path.join(root, path))
+            if full != root and full.startswith(root.rstrip(os.sep) + os.sep):
                 browse = os.path.relpath(full, root).replace(os.sep, "/")
         out.append({**d, "path": path or d.get("mountPath"), "browse": browse})
     return out

@@ -15,8 +15,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -77,6 +81,7 @@ def test_page_a_user_sees_their_teams_datasets_with_each_namespaces_state(fake, 
     assert facts.locator("dd[data-fact=source]").inner_text() == "a folder: /srv/datasets/fashion-mnist"
     assert facts.locator("dd[data-fact='mounted at']").inner_text() == "/datasets/fashion-mnist"
     assert facts.locator("dd[data-fact=access]").inner_text() == "read-only"
+    assert facts.locator("dd[data-fact=capacity]").inner_text() == "a folder: no fixed size"
     rows = page.locator("section[data-dataset=fashion-mnist] table.namespaces tbody tr")
     assert rows.count() == 1  # team-b's row is not alice's to see
     assert rows.first.inner_text().split("\t") == ["team-a", "ready", "", "1 running workload"]
@@ -102,7 +107,8 @@ def test_page_an_admin_dry_runs_a_new_dataset_applies_it_and_removes_it(fake, br
     imagenet = page.locator("section[data-dataset=imagenet-mini]")
     states = imagenet.locator("tbody tr").evaluate_all("rows => rows.map(r => r.dataset.state)")
     assert states == ["Pending", "Refused"]
-    assert imagenet.locator("dd[data-fact=capacity]").inner_text() == "10 GiB · ReadWriteMany"
+    assert imagenet.locator("dd[data-fact=capacity]").inner_text() == "10 GiB"
+    assert imagenet.locator("dd[data-fact=access]").inner_text() == "read-only · ReadWriteMany"
     # declared in the configuration: not this page's to change, and it says where
     edit = page.locator("section[data-dataset=fashion-mnist] button[data-action=edit]")
     assert edit.is_disabled() and "configuration" in edit.get_attribute("title")
@@ -159,8 +165,15 @@ def test_page_an_admin_dry_runs_a_new_dataset_applies_it_and_removes_it(fake, br
 def hub(hub_factory):
     if not HAS_DATASETS:
         pytest.skip("the service has no datasets API on this branch yet (hub_ext.service.datasets)")
-    with hub_factory("datasets-people-hub") as h:
-        yield h
+    # the demo's dataset folder lives in the work dir: the accounts must be able to cross it, which a
+    # pytest tmp dir (0700) forbids
+    work = Path(tempfile.mkdtemp(prefix="tenancy-datasets-people-hub-", dir="/tmp"))
+    os.chmod(work, 0o711)
+    try:
+        with hub_factory("datasets-people-hub", work=work) as h:
+            yield h
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def open_page(page, hub, path):
@@ -177,8 +190,16 @@ def tenancy(hub, user, *args, stdin=None):
                           timeout=120, cwd=ROOT, input=stdin)
 
 
+def bound(hub, name, namespace):
+    """Whether the service says ``name`` is Bound in ``namespace`` (the backend provisions it after the start)."""
+    status, body = svc(hub, "admin", "GET", f"/datasets/{name}")
+    return status == 200 and body["status"].get(namespace, {}).get("state") == "Bound" and body
+
+
 @NEEDS_SERVICE
 def test_demo_a_user_sees_their_teams_datasets_and_an_admin_dry_runs_applies_and_removes(hub, browser):
+    wait_for(lambda: bound(hub, "fashion-mnist", "team-a"), "fashion-mnist to be ready in team-a",
+             show=lambda: svc(hub, "admin", "GET", "/datasets/fashion-mnist"))
     page = logged_in(browser, hub, "alice")
     errors = open_page(page, hub, "datasets")
     assert page.locator("section.dataset h2").all_inner_texts() == ["fashion-mnist read-only"]
@@ -216,6 +237,7 @@ def test_demo_a_user_sees_their_teams_datasets_and_an_admin_dry_runs_applies_and
 
 @NEEDS_SERVICE
 def test_demo_datasets_in_a_terminal(hub, tmp_path):
+    wait_for(lambda: bound(hub, "fashion-mnist", "team-a"), "fashion-mnist to be ready in team-a")
     listed = tenancy(hub, "alice", "datasets")
     assert listed.returncode == 0, listed
     lines = listed.stdout.splitlines()
@@ -257,13 +279,14 @@ def test_demo_a_notebook_names_datasets_with_train_data_and_submit_training(hub)
     status, body = hub.start_server("alice", "", {"profile": "small"}, token=token(hub, "alice"), check=False)
     assert status in (201, 202), body
     hub.wait_server_ready("alice", timeout=90)
-    out = run_code(hub, "alice", token(hub, "alice"), (
+    # in a thread: Playwright's loop (the module's browser) runs in this one, and run_code starts its own
+    out = ThreadPoolExecutor(1).submit(run_code, hub, "alice", token(hub, "alice"), (
         "%load_ext hub_ext.client\n"
         "get_ipython().run_cell_magic('train', '--cpu 1 --name magic-data --data fashion-mnist:/data/fm --wait', "
         "\"import json, os; print(json.loads(os.environ['TENANCY_DATASETS']))\")\n"
         "print(train_job.state, train_job.refresh().data['datasets'][0]['mountPath'])\n"
         "from hub_ext.client import submit_training\n"
         "job = submit_training(['true'], cpu=1, name='py-data', datasets=['fashion-mnist'], show=False, wait=True)\n"
-        "print(job.state, [d['name'] for d in job.data['datasets']])\n"), timeout=180)
+        "print(job.state, [d['name'] for d in job.data['datasets']])\n"), timeout=180).result()
     assert out.split("\n")[:2] == ["Succeeded /data/fm", "Succeeded ['fashion-mnist']"], out
     hub.stop_server("alice", timeout=30)

@@ -16,8 +16,10 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -185,8 +187,22 @@ def test_lab_the_panel_lists_my_datasets_and_opens_one_in_the_file_browser(servi
 def hub(hub_factory):
     if not HAS_DATASETS:
         pytest.skip("the service has no datasets API on this branch yet (hub_ext.service.datasets)")
-    with hub_factory("lab-datasets-hub") as h:
-        yield h
+    # the demo's dataset folder lives in the work dir: the accounts must be able to cross it, which a
+    # pytest tmp dir (0700) forbids
+    work = Path(tempfile.mkdtemp(prefix="tenancy-lab-datasets-hub-", dir="/tmp"))
+    os.chmod(work, 0o711)
+    # alice's server runs this checkout's Lab extension (JUPYTER_PATH is searched before the virtualenv)
+    share = work / "share"
+    (share / "labextensions").mkdir(parents=True)
+    (share / "labextensions" / "jupyterhub-tenancy").symlink_to(BUILT)
+    os.chmod(share, 0o755)
+    os.chmod(share / "labextensions", 0o755)
+    extra = f"c.Spawner.environment = {{**c.Spawner.environment, 'JUPYTER_PATH': {str(share)!r}}}\n"
+    try:
+        with hub_factory("lab-datasets-hub", work=work, extra_config=extra) as h:
+            yield h
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 @pytest.mark.skipif(not HAS_DATASETS, reason="the service has no datasets API on this branch yet "

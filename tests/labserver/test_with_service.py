@@ -70,7 +70,8 @@ async def test_the_state_is_my_team_its_path_to_the_root_and_my_workloads(jp_fet
 
 
 async def test_my_teams_datasets_come_with_where_they_are_in_this_server(jp_fetch, alice, jp_root_dir, monkeypatch):
-    (jp_root_dir / "datasets" / "fashion-mnist").mkdir(parents=True)
+    (jp_root_dir / "datasets").mkdir()  # the local backend's way: a link in the home to the dataset's folder
+    (jp_root_dir / "datasets" / "fashion-mnist").symlink_to(jp_root_dir.parent, target_is_directory=True)
     monkeypatch.setenv("TENANCY_DATASETS", json.dumps({"fashion-mnist": str(jp_root_dir / "datasets" / "fashion-mnist"),
                                                        "scratch": "/datasets/scratch"}))
     alice.me["datasets"] = [  # once per namespace of hers that may use it; this server is team-a's

@@ -36,10 +36,11 @@ export function datasets(data, live) {
   let previewed = null; // the text last dry-run without a refusal of the object itself
 
   function capacity(d) {
-    const parts = [];
-    if (d.size) parts.push(quantity('requests.storage', d.size));
-    if ((d.accessModes || []).length) parts.push(d.accessModes.join(', '));
-    return parts.join(' · ') || '—';
+    return d.size ? quantity('requests.storage', d.size) : d.source && d.source.kind === 'path' ? 'a folder: no fixed size' : '—';
+  }
+
+  function access(d) {
+    return [d.readOnly ? 'read-only' : 'read and write', ...(d.accessModes || [])].join(' · ');
   }
 
   function namespaceRows(d) {
@@ -65,7 +66,7 @@ export function datasets(data, live) {
       ['Description', d.description || '—'],
       ['Source', `${SOURCE_WORDS[d.source && d.source.kind] || (d.source && d.source.kind) || '—'}${d.source && d.source.detail ? `: ${d.source.detail}` : ''}`],
       ['Capacity', capacity(d)],
-      ['Access', d.readOnly ? 'read-only' : 'read and write'],
+      ['Access', access(d)],
       ['Mounted at', d.mountPath],
       ['Teams', (d.teams || []).join(', ') || '—']
     ];
@@ -216,7 +217,9 @@ export function datasets(data, live) {
 
   async function audit() {
     try {
-      const r = await fetch(`${data.prefix}datasets?audit=1`, { credentials: 'same-origin', headers: { Accept: 'application/json' } });
+      // the hub's login cookie counts for a script's own request only with the session's XSRF token
+      const r = await fetch(`${data.prefix}datasets?audit=1`, {
+        credentials: 'same-origin', headers: { Accept: 'application/json', 'X-XSRFToken': data.xsrf || '' } });
       if (r.ok) showAudit((await r.json()).audit || []);
     } catch (err) {
       /* the trail stays as it was; the next change tries again */
