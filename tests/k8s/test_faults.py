@@ -345,12 +345,15 @@ async def test_cordoned_not_ready_and_resized_nodes_change_capacity_at_once(cont
         first = c.submit(ADMIN, job("first", cpu="3", namespace=namespace))
         await until(lambda: c.view(first)["state"] == "Running", "the first job running",
                     show=lambda: pod_summary(api, namespace))
+        # the service may say Running before the pod's phase reads so on the API server (kwok sets it)
+        await until(lambda: count_running(api, namespace), "the first job's pod running on the cluster",
+                    show=lambda: pod_summary(api, namespace))
         [pod] = await running(api, namespace)
         node = pod.spec.node_name
         other = next(n for n in names if n != node)
         # cordoned: its pod stays, no new one goes there
         await k8s(core.patch_node, node, {"spec": {"unschedulable": True}})
-        await until(lambda: capacity(c) == 4, "capacity without the cordoned node", timeout=10,
+        await until(lambda: capacity(c) == 4, "capacity without the cordoned node", timeout=30,
                     show=lambda: capacity(c))
         second = c.submit(ADMIN, job("second", cpu="3", namespace=namespace))
         third = c.submit(ADMIN, job("third", cpu="3", namespace=namespace))
