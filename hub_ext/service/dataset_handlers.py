@@ -34,8 +34,11 @@ def visible(c, who, view: dict) -> dict:
     allowed = who.namespaces()
     if allowed is None:
         return view
+    fast = view.get("acceleration")
+    if fast is not None:
+        fast = {**fast, "state": {ns: s for ns, s in fast["state"].items() if ns in allowed}}
     return {**view, "status": {ns: s for ns, s in view["status"].items() if ns in allowed},
-            "inUse": {ns: n for ns, n in view["inUse"].items() if ns in allowed}}
+            "inUse": {ns: n for ns, n in view["inUse"].items() if ns in allowed}, "acceleration": fast}
 
 
 def provision(c, ds, old) -> list[dict]:
