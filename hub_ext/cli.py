@@ -1,4 +1,4 @@
-"""The ``tenancy`` command: simulate, replay, validate, bench.
+"""The ``tenancy`` command: simulate, replay, validate, bench; in a hub: submit, jobs, logs, cancel, datasets.
 
 Bad input ends with one line on stderr that names the culprit and a non-zero
 exit (1); never a traceback.
@@ -194,7 +194,8 @@ def _submit(args) -> int:
         raise ValidationError("submit: give a script (train.py) or a command after --")
     job = submit_training(command, script=script, cpu=args.cpu, memory=args.memory, gpu=args.gpu,
                           replicas=args.replicas, priority_class=args.priority_class, tenant=args.tenant,
-                          name=args.name, wait=args.wait, yes=args.yes, show=False, gang=args.gang)
+                          name=args.name, wait=args.wait, yes=args.yes, show=False, gang=args.gang,
+                          datasets=args.data)
     print(job.status())
     return 0 if job.state != "Failed" else 1
 
@@ -230,6 +231,41 @@ def _cancel(args) -> int:
 
     print(status_text(TenancyClient().cancel(args.id)))
     return 0
+
+
+@_client_call
+def _datasets(args) -> int:
+    from .apiclient import TenancyClient
+    from .client.datasets import applied_text, provision_text, read_manifests, table
+
+    if args.action == "apply":
+        manifests = read_manifests(args.file)  # a bad file is said before the service is asked
+        client = TenancyClient()
+        # Every dataset's dry run first: a file whose third dataset is refused changes nothing.
+        dry = [client.put_dataset(m, dry_run=True) for m in manifests]
+        answers = dry if args.dry_run else [client.put_dataset(m) for m in manifests]
+        for answer in answers:
+            print(json.dumps(answer) if args.json else provision_text(answer) if args.dry_run else applied_text(answer))
+    elif args.action == "delete":
+        answer = TenancyClient().delete_dataset(args.name)
+        print(json.dumps(answer) if args.json else f"{answer.get('deleted', args.name)}: deleted")
+    else:
+        datasets = TenancyClient().datasets()
+        if args.json:
+            for d in datasets:
+                print(json.dumps(d))
+        else:
+            print(table(datasets))
+    return 0
+
+
+DATASETS_HELP = """\
+Without an action: the datasets your teams may use (an admin: every one), with each
+namespace's state (ready, not ready yet, refused: with the binder's or the quota's
+words) and how many running workloads mount it. `apply FILE` declares or changes the
+Dataset objects of a YAML file (admins); with --dry-run it says what would be
+provisioned or refused in each namespace and changes nothing. `delete NAME` removes one.
+"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -308,6 +344,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wait", action="store_true", help="wait until the job ends")
     p.add_argument("--yes", action="store_true",
                    help="submit even if the job would stop one of your own notebook servers to make room")
+    p.add_argument("--data", action="append", metavar="NAME[:PATH]",
+                   help="a dataset the job mounts (at PATH, else at its own mount path); repeat for several. The job "
+                        "waits until each is ready. Without it: every dataset of the team that is ready")
     p.add_argument("command", nargs=argparse.REMAINDER, help="train.py, or -- COMMAND ARGS...")
     p.set_defaults(func=_submit)
 
@@ -323,6 +362,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("cancel", help="cancel a job")
     p.add_argument("id")
     p.set_defaults(func=_cancel)
+
+    p = sub.add_parser("datasets", help="list the datasets your teams may use; admins: apply or delete them",
+                       description=DATASETS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", action="store_true", help="one JSON object per line, as the service answers")
+    p.set_defaults(func=_datasets, action=None)
+    actions = p.add_subparsers(dest="action", metavar="{apply,delete}")
+    a = actions.add_parser("apply", help="declare or change the Dataset objects of a YAML file (admins)")
+    a.add_argument("file", help="YAML with one or more Dataset objects")
+    a.add_argument("--dry-run", dest="dry_run", action="store_true",
+                   help="say what would be provisioned or refused in each namespace; change nothing")
+    a.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                   help="one JSON object per line, as the service answers")
+    a = actions.add_parser("delete", help="remove a dataset (admins)")
+    a.add_argument("name")
+    a.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="the service's answer as JSON")
 
     p = sub.add_parser("serve", help="run the scheduler service (normally started by the hub)",
                        description="Options are traitlets: --config FILE, --port N, --ip A, --db URL, --tree FILE, "

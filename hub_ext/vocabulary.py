@@ -15,6 +15,8 @@ NAMES = {"cpu": "CPU", "memory": "memory", "nvidia.com/gpu": "GPU", "pods": "pod
 STATE_WORDS = {"Pending": "queued", "Running": "running", "Succeeded": "done", "Failed": "failed",
                "Cancelled": "cancelled", "Stopped": "stopped", "Preempted": "stopped to make room",
                "Rejected": "refused", "Quarantined": "set aside"}
+#: A dataset's state in a namespace (the backends' Bound / Pending / Refused), as people read it.
+DATASET_WORDS = {"Bound": "ready", "Pending": "not ready yet", "Refused": "refused"}
 #: Shown where a time is not known.
 NO_TIME = "—"
 
@@ -100,7 +102,14 @@ def state_word(state: str, reason: str | None = "") -> str:
     """``queued``, ``running``, ``stopped to make room``...; a queued workload that never fits ``cannot start``."""
     if state == "Pending" and reason == "inadmissible":
         return "cannot start"
+    if state == "Pending" and reason == "dataset-not-ready":
+        return "waiting for its data"
     return STATE_WORDS.get(state, state.lower())
+
+
+def dataset_state(state: str) -> str:
+    """``ready``, ``not ready yet``, ``refused``: a dataset in a namespace; any other state in lower case."""
+    return DATASET_WORDS.get(state, str(state).lower())
 
 
 def sentence(text: str | None) -> str:

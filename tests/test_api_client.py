@@ -40,11 +40,13 @@ class _Service(web.RequestHandler):
             return self.finish("it broke")
         if path == "workloads" and self.request.method == "GET":
             return self.finish(json.dumps({"workloads": [{"id": "ab12"}]}))
+        if path == "datasets":
+            return self.finish(json.dumps({"datasets": [{"name": "fashion-mnist"}]}))
         if path.endswith("/logs"):
             return self.finish("step 1\n")
         self.finish(json.dumps({"path": path}))
 
-    get = post = delete = _answer
+    get = post = put = delete = _answer
 
 
 class _Events(web.RequestHandler):
@@ -88,6 +90,46 @@ async def test_both_clients_make_the_same_calls_and_read_the_same_answers(servic
                                      ("GET", "/workloads/ab12/logs?pod=p-0"), ("POST", "/workloads?dryRun=true"),
                                      ("DELETE", "/workloads/ab12?by=spawner")]
     assert all(a[2] == f"token {TOKEN}" for a in sync) and json.loads(sync[3][3]) == {"name": "x"}
+
+
+@pytest.mark.asyncio
+async def test_both_clients_read_and_write_datasets_and_submit_naming_them(service):
+    url, asked = service
+    manifest = {"apiVersion": "tenancy.jupyter.org/v1alpha1", "kind": "Dataset", "metadata": {"name": "fashion-mnist"},
+                "spec": {"namespaces": ["team-a"], "source": {"path": "/srv/fashion"}}}
+    assert await both(url, lambda c: c.datasets()) == ([{"name": "fashion-mnist"}],) * 2
+    assert await both(url, lambda c: c.dataset("fashion-mnist")) == ({"path": "datasets/fashion-mnist"},) * 2
+    await both(url, lambda c: c.put_dataset(manifest, dry_run=True))
+    await both(url, lambda c: c.put_dataset(json.dumps(manifest).encode()))
+    await both(url, lambda c: c.delete_dataset("a/b"))  # a name is one segment of the path, whatever it holds
+    await both(url, lambda c: c.submit(name="x", datasets=["fashion-mnist:/data", {"name": "b", "mountPath": "/b"}]))
+    sync, aio = asked[::2], asked[1::2]
+    assert sync == aio
+    assert [a[:2] for a in sync] == [("GET", "/datasets"), ("GET", "/datasets/fashion-mnist"),
+                                     ("PUT", "/datasets/fashion-mnist?dryRun=true"),
+                                     ("PUT", "/datasets/fashion-mnist"), ("DELETE", "/datasets/a%2Fb"),
+                                     ("POST", "/workloads")]
+    assert json.loads(sync[2][3]) == manifest and json.loads(sync[3][3]) == manifest
+    assert json.loads(sync[5][3])["datasets"] == ["fashion-mnist:/data", {"name": "b", "mountPath": "/b"}]
+
+
+@pytest.mark.asyncio
+async def test_submit_training_and_the_train_magic_name_datasets_as_arenas_data_flag(service):
+    from hub_ext.client.api import submit_training
+    from hub_ext.client.magic import _parser
+
+    url, asked = service
+    chosen = _parser().parse_args(["--cpu", "1", "--data", "fashion-mnist", "--data", "scratch:/scratch"]).data
+    assert chosen == ["fashion-mnist", "scratch:/scratch"]
+    client = TenancyClient(url, TOKEN)
+    await asyncio.to_thread(submit_training, ["python", "t.py"], datasets=chosen, client=client, show=False)
+    await asyncio.to_thread(submit_training, ["python", "t.py"], client=client, show=False, yes=True)
+    dry, real, plain = (json.loads(a[3]) for a in asked if a[0] == "POST")
+    assert dry["datasets"] == real["datasets"] == ["fashion-mnist", "scratch:/scratch"]
+    assert "datasets" not in plain  # not named: the service mounts every ready dataset of the team
+    with pytest.raises(TenancyError, match="dataset 'scratch:scratch': the path 'scratch' must be absolute"):
+        submit_training(["true"], datasets=["scratch:scratch"], client=client, show=False)
+    assert len(asked) == 3  # refused before anything was sent
 
 
 @pytest.mark.asyncio

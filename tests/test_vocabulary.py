@@ -19,7 +19,8 @@ TABLE = json.loads((Path(__file__).with_name("vocabulary.json")).read_text())
 FUNCTIONS = {"resourceName": vocabulary.resource_name, "amount": vocabulary.amount,
              "quantity": vocabulary.quantity, "duration": vocabulary.duration,
              "countdown": vocabulary.countdown, "timeOfDay": vocabulary.time_of_day, "when": vocabulary.when,
-             "stateWord": vocabulary.state_word, "sentence": vocabulary.sentence, "barText": vocabulary.bar_text}
+             "stateWord": vocabulary.state_word, "sentence": vocabulary.sentence, "barText": vocabulary.bar_text,
+             "datasetState": vocabulary.dataset_state}
 CASES = [pytest.param(name, args, expected, id=f"{name}{json.dumps(args, ensure_ascii=False)}")
          for name, cases in TABLE.items() if not name.startswith("_") for args, expected in cases]
 

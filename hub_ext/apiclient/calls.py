@@ -12,7 +12,7 @@ import json
 import os
 from dataclasses import dataclass
 from typing import Any, Callable
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 #: The states a workload ends in: nothing changes for it afterwards.
 FINAL = ("Succeeded", "Failed", "Cancelled", "Stopped", "Preempted", "Rejected")
@@ -51,6 +51,23 @@ def _body(body) -> bytes | None:
     if body is None or isinstance(body, bytes):
         return body
     return json.dumps(body).encode()
+
+
+def _name(name: str) -> str:
+    """A name as one path segment: whatever it holds stays inside it (the service judges the name)."""
+    return quote(str(name), safe="")
+
+
+def manifest_name(manifest: dict | bytes) -> str:
+    """The ``metadata.name`` of an object (JSON bytes too), "" when it has none: the service says what is wrong."""
+    if isinstance(manifest, bytes):
+        try:
+            manifest = json.loads(manifest)
+        except ValueError:
+            return ""
+    meta = manifest.get("metadata") if isinstance(manifest, dict) else None
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) else ""
 
 
 def _query(**params) -> str:
@@ -107,3 +124,23 @@ class Calls:
 
     def logs(self, wid: str, pod: str | None = None) -> str:
         return self._send(Call("GET", f"/workloads/{wid}/logs" + _query(pod=pod), raw=True))
+
+    def datasets(self) -> list[dict]:
+        """The datasets the caller may see: a user's teams' ones, every one for an admin."""
+        return self._send(Call("GET", "/datasets", pick=lambda answer: answer["datasets"]))
+
+    def dataset(self, name: str):
+        return self._send(Call("GET", f"/datasets/{_name(name)}"))
+
+    def put_dataset(self, manifest: dict | bytes, *, dry_run: bool = False):
+        """Declare or change a dataset (admins): the ``Dataset`` object, named by its ``metadata.name``.
+
+        With ``dry_run``: ``{"dryRun": true, "dataset", "provision"}``, what would be made or
+        refused in each namespace; nothing changes.
+        """
+        name = manifest_name(manifest)
+        return self._send(Call("PUT", f"/datasets/{_name(name)}" + _query(dryRun="true" if dry_run else None),
+                               _body(manifest)))
+
+    def delete_dataset(self, name: str):
+        return self._send(Call("DELETE", f"/datasets/{_name(name)}"))

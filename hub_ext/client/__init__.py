@@ -1,4 +1,4 @@
-"""Training from notebooks: ``submit_training``, the ``%%train`` cell magic, and ``tenancy submit|jobs|logs|cancel``.
+"""Training from notebooks: ``submit_training``, the ``%%train`` cell magic, and ``tenancy submit|jobs|logs|cancel|datasets``.
 
 Inside a single-user server everything needed is in the environment:
 ``JUPYTERHUB_API_TOKEN`` (the server's token) and ``TENANCY_API_URL`` (set by the

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..apiclient import FINAL, TenancyClient, TenancyError
+from .datasets import data_choices
 from .live import status_text
 
 
@@ -86,7 +87,7 @@ def submit_training(command=None, *, script: str | None = None, cpu=None, memory
                     resources: dict | None = None, replicas: int = 1, priority_class: str | None = None,
                     tenant: str | None = None, name: str | None = None, env: dict | None = None,
                     client: TenancyClient | None = None, wait: bool = False, yes: bool = False,
-                    show: bool | None = None, gang: bool | None = None) -> Job:
+                    show: bool | None = None, gang: bool | None = None, datasets: list | None = None) -> Job:
     """Submit a training job from a notebook.
 
     ``command`` is a list (``["python", "train.py"]``) or a string run by the shell;
@@ -96,11 +97,20 @@ def submit_training(command=None, *, script: str | None = None, cpu=None, memory
     With ``replicas > 1`` the pods are one gang (all start together or none does, as a DDP
     or MPI job needs); ``gang=False`` lets them start one by one.
 
+    ``datasets`` names the datasets the job mounts, each ``"NAME"`` (at the dataset's own
+    path), ``"NAME:PATH"`` (Arena's ``--data``) or ``{"name": NAME, "mountPath": PATH}``; the
+    job waits until they are ready in its namespace. Not given: every dataset of the team
+    that is ready. Inside the job, ``TENANCY_DATASETS`` maps each name to its path.
+
     If the job would stop one of your own notebook servers to make room (the service's dry
     run says so), nothing is submitted and ``TenancyError`` says which server: pass
     ``yes=True`` to go ahead. In a notebook one live status line follows the job
     (``show=False``: none).
     """
+    try:
+        chosen = data_choices(datasets) if datasets is not None else None
+    except ValueError as err:
+        raise TenancyError(str(err)) from None
     client = client or TenancyClient()
     if isinstance(command, str):
         command = ["/bin/sh", "-c", command]
@@ -111,7 +121,7 @@ def submit_training(command=None, *, script: str | None = None, cpu=None, memory
     body = {
         "kind": "training", "command": command, "script": script, "replicas": replicas,
         "priorityClassName": priority_class, "tenant": tenant or os.environ.get("TENANCY_TENANT") or None,
-        "name": name, "env": env, "gang": gang,
+        "name": name, "env": env, "gang": gang, "datasets": chosen,
         "resources": {"requests": requests, "limits": dict((resources or {}).get("limits", {}))},
     }
     if not yes:

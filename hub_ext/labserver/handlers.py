@@ -2,7 +2,8 @@
 
 - ``GET state``: one snapshot: the team, its quota path to the root (with numbers for
   bars), my workloads, notices about my stopped servers that I have not dismissed,
-  and which workload is this very server.
+  which workload is this very server, and the datasets of my teams (with where each is
+  in this server, and its folder for the file browser when it is under the server's root).
 - ``GET events``: server-sent events to the page: ``state`` (a snapshot) at once and
   after every change the service reports, ``workload`` (one workload, as the service
   sends it, e.g. with ``evictionDeadline``), and ``status`` (``{"ok": false, "message"}``
@@ -101,7 +102,48 @@ class TenancyHandler(APIHandler):
             "path": quota_path(tree.get("tree"), tree.get("quota") or {}, (tenant or {}).get("quotaLeaf")),
             "workloads": [w for w in me.get("workloads") or [] if w.get("user") == me.get("name")],
             "notices": [n for n in me.get("notices") or [] if n.get("workload") not in dismissed],
+            "datasets": here(of_namespace(me.get("datasets") or [], (tenant or {}).get("namespace")), mounted(),
+                             self.contents_manager.root_dir),
         }
+
+
+def mounted() -> dict[str, str]:
+    """Where this server has each dataset (``TENANCY_DATASETS``, name -> path, set when it started); {} if not set."""
+    try:
+        paths = json.loads(os.environ.get("TENANCY_DATASETS") or "{}")
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in paths.items()} if isinstance(paths, dict) else {}
+
+
+def of_namespace(datasets: list[dict], namespace: str | None) -> list[dict]:
+    """``/me`` lists a dataset once per namespace of mine that may use it: this server's namespace's, once."""
+    out, seen = [], set()
+    for d in datasets:
+        if d.get("namespace") not in (None, namespace) or d.get("name") in seen:
+            continue
+        seen.add(d.get("name"))
+        out.append(d)
+    return out
+
+
+def here(datasets: list[dict], paths: dict[str, str], root: str) -> list[dict]:
+    """The service's datasets with ``path`` (where this server has it: its own mount, else the dataset's
+    mount path) and ``browse``: that folder relative to the server's root, for the file browser, or None
+    when the file browser cannot reach it (outside the root, or not mounted in this server)."""
+    # Not realpath: a dataset is often a link in the home (the local backend's datasets/<name>), and the
+    # file browser goes through the link.
+    root = os.path.abspath(root)
+    out = []
+    for d in datasets:
+        path = paths.get(d.get("name"))
+        browse = None
+        if path:
+            full = os.path.abspath(os.path.join(root, path))
+            if full != root and full.startswith(root.rstrip(os.sep) + os.sep):
+                browse = os.path.relpath(full, root).replace(os.sep, "/")
+        out.append({**d, "path": path or d.get("mountPath"), "browse": browse})
+    return out
 
 
 class StateHandler(TenancyHandler):

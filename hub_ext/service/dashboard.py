@@ -1,4 +1,4 @@
-"""The service's pages in the hub: cluster, nodes, jobs (and each job), quota, the tree editor, tenants.
+"""The service's pages in the hub: cluster, nodes, jobs (and each job), quota, datasets, the tree editor, tenants.
 
 People reach them from the hub's Services menu (OAuth login through the hub).
 Each page is a Jinja2 template with autoescape that carries its first data as
@@ -9,14 +9,18 @@ tables and plots from it and keeps them live from the event stream
 
 Admins see everything; users see their teams' detail and the tree's shape
 (``history.visible``). The tree editor and the tenants page are for admins.
+The datasets page reads ``api/v1/datasets`` itself (a user gets their teams' datasets
+there), and admins change them through the same API.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
 from jupyterhub.services.auth import HubOAuthenticated
+from sqlalchemy import select
 from tornado import web
 
 from ..quota.quantity import format_list
@@ -24,6 +28,7 @@ from .handlers import identity_of, tenant_view
 from .history import snapshot, since_argument, visible
 from .pages import render
 from .security import PAGE_POLICY, SecureHeaders
+from .store import EventRow
 from .tree_edit import audit_trail, evictions_log
 
 PAGES = (  # (path under the prefix, title, admins only)
@@ -31,6 +36,7 @@ PAGES = (  # (path under the prefix, title, admins only)
     ("nodes", "Nodes", False),
     ("jobs", "Jobs", False),
     ("quota", "Quota", False),
+    ("datasets", "Datasets", False),
     ("tree", "Quota tree editor", True),
     ("tenants", "Tenants", True),
 )
@@ -151,6 +157,40 @@ class QuotaPage(PageHandler):
                                       "warnings": list(c.engine.warnings)})
 
 
+class DatasetsPage(PageHandler):
+    """The datasets, drawn by the page's script from ``api/v1/datasets`` (what the caller may see),
+    kept live by the event stream; for admins the editor and the audit trail of dataset changes."""
+
+    page = "datasets"
+
+    @web.authenticated
+    async def get(self):
+        who = await self.who()
+        audit = dataset_audit(self.controller.store) if who.admin else []
+        if self.get_argument("audit", None) is not None:  # the page's own refresh after a change
+            await self.forbid_unless_admin(who)
+            self.set_header("Content-Type", "application/json")
+            self.set_header("Cache-Control", "no-store")
+            return self.finish(json.dumps({"audit": audit}))
+        self.show("datasets.html", who, {"namespaces": sorted(who.namespaces() or []), "audit": audit})
+
+
+def dataset_audit(store, limit: int = 50) -> list[dict]:
+    """The latest dataset changes, newest first (``dataset`` events, or tree-trail events naming a
+    dataset): when, who, what."""
+    store.flush_events()
+    q = (select(EventRow).where(EventRow.type.in_(("dataset", "datasets", "tree")))
+         .order_by(EventRow.id.desc()).limit(limit * 4))
+    out = []
+    for e in store.session.scalars(q):
+        details = e.details or {}
+        if e.type == "tree" and not details.get("dataset"):
+            continue
+        out.append({"time": e.time, "message": e.message, "by": details.get("by"),
+                    "changes": details.get("changes") or []})
+    return out[:limit]
+
+
 class TreePage(PageHandler):
     page = "tree"
 
@@ -189,6 +229,7 @@ def page_routes(prefix: str) -> list:
         (p + "jobs", JobsPage),
         (p + r"jobs/([0-9a-f]+)", JobPage),
         (p + "quota", QuotaPage),
+        (p + "datasets", DatasetsPage),
         (p + "tree", TreePage),
         (p + "tenants", TenantsPage),
     ]

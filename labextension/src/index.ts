@@ -82,7 +82,11 @@ const plugin: JupyterFrontEndPlugin<ITenancyQuota> = {
           app.shell.add(logsWidget(model, w, trans), 'main');
         },
         saveAll: () => warnings.saveNow(model.snapshot?.server?.workloadId ?? undefined),
-        dismissNotice
+        dismissNotice,
+        openFolder: path => {
+          // The file browser's own command: shows the folder (and the browser, if it was hidden).
+          void app.commands.execute('filebrowser:go-to-path', { path: `/${path}` });
+        }
       },
       trans
     );

@@ -1,12 +1,14 @@
 /**
  * The sidebar panel: the team's quota path to the root with bars, my notebooks and jobs
  * (state, the reason in plain words, queue position, start, duration; logs, cancel and
- * "why is it waiting" per job), notices about stopped servers, and a form to submit a job.
+ * "why is it waiting" per job), notices about stopped servers, my teams' datasets (each folder
+ * opens in the file browser), and a form to submit a job.
  */
 
 import { TranslationBundle } from '@jupyterlab/translation';
 import { Widget } from '@lumino/widgets';
 
+import { datasetRows } from './datasets';
 import { h } from './dom';
 import { elapsed, evictions, noticeText, plainReason, positionText, serverLabel } from './format';
 import { TenancyModel } from './model';
@@ -19,6 +21,8 @@ export interface IPanelActions {
   openLogs(w: IWorkload): void;
   saveAll(): Promise<void>;
   dismissNotice(n: INotice): Promise<void>;
+  /** Show a folder (relative to the server's root) in the file browser. */
+  openFolder(path: string): void;
 }
 
 /** How many finished workloads stay listed under the active ones. */
@@ -44,6 +48,8 @@ export class TenancyPanel extends Widget {
       this._quota,
       h('h3', {}, trans.__('My notebooks and jobs')),
       this._work,
+      h('h3', {}, trans.__('Datasets')),
+      this._datasets,
       h('h3', {}, trans.__('Submit a training job')),
       this._form.node
     );
@@ -77,7 +83,60 @@ export class TenancyPanel extends Widget {
     this.renderNotices();
     this.renderQuota();
     this.renderWork();
+    this.renderDatasets();
     this._form.render();
+  }
+
+  private renderDatasets(): void {
+    const s = this.model.snapshot;
+    const trans = this.trans;
+    this._datasets.replaceChildren();
+    if (!s?.ok) {
+      return;
+    }
+    const rows = datasetRows(s, trans);
+    if (!rows.length) {
+      this._datasets.append(h('p', {}, trans.__('No dataset is declared for your teams.')));
+      return;
+    }
+    for (const d of rows) {
+      const where = d.browse !== null
+        ? h(
+            'a',
+            {
+              class: 'jp-TenancyDataset-path',
+              href: '#',
+              title: trans.__('Open %1 in the file browser', d.path),
+              onclick: (ev: Event) => {
+                ev.preventDefault();
+                this.actions.openFolder(d.browse as string);
+              }
+            },
+            // as the file browser names it; the full path is the link's title
+            `${d.browse}/`
+          )
+        : h('code', { class: 'jp-TenancyDataset-path' }, d.path);
+      this._datasets.append(
+        h(
+          'div',
+          { class: 'jp-TenancyDataset', 'data-dataset': d.name, 'data-state': d.state },
+          h(
+            'div',
+            { class: 'jp-TenancyWork-title' },
+            h(
+              'span',
+              { class: 'jp-TenancyDataset-head' },
+              h('span', { class: 'jp-TenancyDataset-name' }, d.name),
+              h('span', { class: `jp-TenancyDataset-access${d.access === trans.__('read-only') ? ' jp-mod-readonly' : ''}` }, d.access)
+            ),
+            h('span', { class: 'jp-TenancyDataset-state', 'data-state': d.state }, d.stateText)
+          ),
+          d.description ? h('div', { class: 'jp-TenancyDataset-description' }, d.description) : null,
+          h('div', { class: 'jp-TenancyWork-facts' }, where),
+          d.hint ? h('div', { class: 'jp-TenancyWork-reason' }, d.hint) : null
+        )
+      );
+    }
   }
 
   private renderEvicting(): void {
@@ -257,6 +316,7 @@ export class TenancyPanel extends Widget {
   private _notices = h('div', {});
   private _quota = h('div', { class: 'jp-TenancyPanel-quota' });
   private _work = h('div', { class: 'jp-TenancyPanel-work' });
+  private _datasets = h('div', { class: 'jp-TenancyPanel-datasets' });
   private _form: SubmitForm;
   private _why = new Map<string, { state: string; text: string }>();
   private _timer: number;

@@ -14,6 +14,8 @@ export function submission(values: {
   priorityClass: string;
   name: string;
   tenant: string;
+  /** The datasets chosen; none: the service mounts every ready dataset of the team. */
+  datasets?: string[];
 }): Record<string, unknown> {
   const requests: Record<string, string> = {};
   if (values.cpu.trim()) {
@@ -33,6 +35,9 @@ export function submission(values: {
     tenant: values.tenant || undefined,
     name: values.name.trim() || undefined
   };
+  if (values.datasets && values.datasets.length) {
+    body.datasets = values.datasets;
+  }
   if (values.mode === 'script') {
     body.script = values.text;
   } else {

@@ -1,10 +1,12 @@
 /**
  * The submit form: a command or a Python script, resources, a priority class my team may
- * use. A dry run first: if the job would stop one of my own servers, say which and ask.
+ * use, the datasets it mounts (none chosen: every ready one of the team). A dry run first: if the
+ * job would stop one of my own servers, say which and ask.
  */
 
 import { TranslationBundle } from '@jupyterlab/translation';
 
+import { datasetChoices } from './datasets';
 import { h } from './dom';
 import { TenancyModel } from './model';
 import { requestAPI } from './request';
@@ -34,6 +36,13 @@ export class SubmitForm {
     this._gpu = h('input', { class: 'jp-TenancySubmit-gpu', value: '0', size: '3', 'aria-label': t('GPU') });
     this._replicas = h('input', { class: 'jp-TenancySubmit-replicas', value: '1', size: '3', 'aria-label': t('Replicas') });
     this._tenantRow = h('label', { class: 'jp-TenancySubmit-row' }, t('Team'), this._tenant);
+    this._datasets = h('select', { class: 'jp-TenancySubmit-datasets', multiple: true, size: '3', 'aria-label': t('Datasets') });
+    this._datasetsRow = h(
+      'label',
+      { class: 'jp-TenancySubmit-row' },
+      t('Datasets (none chosen: every ready one)'),
+      this._datasets
+    );
     this._name = h('input', { class: 'jp-TenancySubmit-name', placeholder: t('my-job') });
     this._submit = h('button', { type: 'submit', class: 'jp-mod-styled jp-mod-accept' }, t('Submit'));
     this.node = h(
@@ -56,6 +65,7 @@ export class SubmitForm {
       ),
       h('label', { class: 'jp-TenancySubmit-row' }, t('Priority class'), this._priority),
       this._tenantRow,
+      this._datasetsRow,
       h('label', { class: 'jp-TenancySubmit-row' }, t('Name (optional)'), this._name),
       h('div', { class: 'jp-TenancySubmit-actions' }, this._submit),
       this._confirm,
@@ -63,9 +73,10 @@ export class SubmitForm {
     );
   }
 
-  /** The choices that depend on my teams (their priority classes). */
+  /** The choices that depend on my teams (their priority classes, their datasets). */
   render(): void {
     const s = this.model.snapshot;
+    this.renderDatasets();
     const tenants = (s?.tenants ?? []).filter(t => !(t.errors ?? []).length);
     const tenant = tenants.find(t => t.group === this._tenant.value) ?? s?.tenant ?? tenants[0];
     const classes = tenant?.priorityClasses ?? [];
@@ -88,6 +99,21 @@ export class SubmitForm {
     this._submit.disabled = !s?.ok || !tenant;
   }
 
+  private renderDatasets(): void {
+    const choices = datasetChoices(this.model.snapshot);
+    const key = choices.map(c => c.label).join(',');
+    if (key === this._datasetChoices) {
+      return;
+    }
+    this._datasetChoices = key;
+    const chosen = new Set(Array.from(this._datasets.selectedOptions).map(o => o.value));
+    this._datasets.replaceChildren(
+      ...choices.map(c => h('option', { value: c.name, selected: chosen.has(c.name) }, c.label))
+    );
+    this._datasets.size = Math.min(Math.max(choices.length, 2), 5);
+    this._datasetsRow.style.display = choices.length ? '' : 'none';
+  }
+
   private values() {
     return {
       mode: (this._modeScript.checked ? 'script' : 'command') as 'command' | 'script',
@@ -98,7 +124,8 @@ export class SubmitForm {
       replicas: this._replicas.value,
       priorityClass: this._priority.value,
       name: this._name.value,
-      tenant: this._tenant.value
+      tenant: this._tenant.value,
+      datasets: Array.from(this._datasets.selectedOptions).map(o => o.value)
     };
   }
 
@@ -165,4 +192,7 @@ export class SubmitForm {
   private _confirm = h('div', { class: 'jp-TenancySubmit-confirm' });
   private _message = h('p', { class: 'jp-TenancySubmit-message', role: 'status' });
   private _choices = '';
+  private _datasets: HTMLSelectElement;
+  private _datasetsRow: HTMLLabelElement;
+  private _datasetChoices = '\u0000';
 }

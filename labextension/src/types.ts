@@ -66,6 +66,23 @@ export interface INotice {
   preemptor?: string;
 }
 
+/** A dataset of my teams (the service's `/me` `datasets`), with where it is in this server. */
+export interface IDataset {
+  name: string;
+  description: string;
+  mountPath: string;
+  readOnly: boolean;
+  /** In my namespace: Bound, Pending or Refused. */
+  state: string;
+  /** Why it is not ready (the binder's or the quota's words). */
+  message?: string | null;
+  namespace?: string;
+  /** Where this server has it (its own mount, else the dataset's mount path). */
+  path?: string | null;
+  /** That folder relative to the server's root, for the file browser; null when it cannot reach it. */
+  browse?: string | null;
+}
+
 export interface ISnapshot {
   available: boolean;
   ok: boolean;
@@ -78,6 +95,7 @@ export interface ISnapshot {
   path?: IQuotaNode[];
   workloads?: IWorkload[];
   notices?: INotice[];
+  datasets?: IDataset[];
 }
 
 export interface IDryRun {

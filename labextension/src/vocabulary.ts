@@ -123,7 +123,11 @@ export function when(epoch: number | null | undefined, now: number = Date.now() 
 export function stateWord(state: string, reason?: string | null, trans: ITrans = english): string {
   switch (state) {
     case 'Pending':
-      return reason === 'inadmissible' ? trans.__('cannot start') : trans.__('queued');
+      return reason === 'inadmissible'
+        ? trans.__('cannot start')
+        : reason === 'dataset-not-ready'
+          ? trans.__('waiting for its data')
+          : trans.__('queued');
     case 'Running':
       return trans.__('running');
     case 'Succeeded':
@@ -140,6 +144,20 @@ export function stateWord(state: string, reason?: string | null, trans: ITrans =
       return trans.__('refused');
     case 'Quarantined':
       return trans.__('set aside');
+    default:
+      return String(state).toLowerCase();
+  }
+}
+
+/** A dataset's state in a namespace (Bound, Pending, Refused) in a word or three. */
+export function datasetState(state: string, trans: ITrans = english): string {
+  switch (state) {
+    case 'Bound':
+      return trans.__('ready');
+    case 'Pending':
+      return trans.__('not ready yet');
+    case 'Refused':
+      return trans.__('refused');
     default:
       return String(state).toLowerCase();
   }

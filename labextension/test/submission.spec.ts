@@ -20,6 +20,12 @@ describe('the submit form', () => {
     expect(body.command).toBeUndefined();
   });
 
+  it('names the datasets chosen, and none when none is (the service mounts every ready one)', () => {
+    expect(submission({ ...values, datasets: ['fashion-mnist', 'imagenet'] }).datasets).toEqual(['fashion-mnist', 'imagenet']);
+    expect('datasets' in submission({ ...values, datasets: [] })).toBe(false);
+    expect('datasets' in submission(values)).toBe(false);
+  });
+
   it('names my own servers a job would stop, and nobody else\'s', () => {
     const dry = {
       state: 'Pending', startsAfterEvictions: true, message: null, position: null,

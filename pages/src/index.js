@@ -1,5 +1,6 @@
 import { Live, setXsrf } from './live';
 import { cluster } from './pages/cluster';
+import { datasets } from './pages/datasets';
 import { job } from './pages/job';
 import { jobs } from './pages/jobs';
 import { nodes } from './pages/nodes';
@@ -7,7 +8,7 @@ import { quota } from './pages/quota';
 import { tenants } from './pages/tenants';
 import { tree } from './pages/tree';
 
-const PAGES = { cluster, nodes, jobs, job, quota, tree, tenants };
+const PAGES = { cluster, nodes, jobs, job, quota, datasets, tree, tenants };
 
 function start() {
   const el = document.getElementById('page-data');

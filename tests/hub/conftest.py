@@ -97,3 +97,29 @@ def simple_hub(hub_factory) -> Iterator[RealHub]:
     SimpleLocalProcessSpawner (homes under the work dir), named servers allowed."""
     with hub_factory("simple-hub", config_text=SIMPLE_CONFIG) as hub:
         yield hub
+
+
+@pytest.fixture(scope="session")
+def datasets_hub(hub_factory) -> Iterator[RealHub]:
+    """The demo's hub for the datasets modules (test_datasets_*.py, test_lab_datasets_browser.py), one
+    for the three of them: the hub tier is CI's long pole. Its work dir is one other accounts may
+    cross (``/tmp/tenancy-datasets-*``, 0711, as ``/srv`` would be): the demo's dataset folder lives
+    there. Users' servers run this checkout's built Lab extension (``JUPYTER_PATH`` is searched
+    before the virtualenv's copy, which an editable install made at install time)."""
+    import shutil
+    import tempfile
+
+    work = Path(tempfile.mkdtemp(prefix="tenancy-datasets-", dir="/tmp"))
+    os.chmod(work, 0o711)
+    share = work / "share"
+    (share / "labextensions").mkdir(parents=True)
+    (share / "labextensions" / "jupyterhub-tenancy").symlink_to(ROOT / "hub_ext" / "labserver" / "labextension")
+    os.chmod(share, 0o755)
+    os.chmod(share / "labextensions", 0o755)
+    extra = f"c.Spawner.environment = {{**c.Spawner.environment, 'JUPYTER_PATH': {str(share)!r}}}\n"
+    try:
+        with hub_factory("datasets-hub", work=work, extra_config=extra) as hub:
+            hub.state = work / "state"
+            yield hub
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

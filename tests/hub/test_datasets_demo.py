@@ -8,7 +8,7 @@ which datasets (``/me`` too), admins' writes with their dry run and their 409s, 
 trail, ``/health``'s problem for a refused dataset, and a job naming a dataset that is
 not ready held back, Pending, until its folder appears.
 
-One hub for the module (the hub tier is CI's long pole); its work dir is one other
+One hub for the datasets modules (conftest.py's ``datasets_hub``: the hub tier is CI's long pole); its work dir is one other
 accounts may cross (``/tmp/tenancy-datasets-*``, 0711, as ``/srv`` would be).
 """
 
@@ -17,9 +17,6 @@ from __future__ import annotations
 import grp
 import json
 import os
-import shutil
-import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -51,15 +48,8 @@ print(json.dumps(out), flush=True)
 
 
 @pytest.fixture(scope="module")
-def hub(hub_factory):
-    work = Path(tempfile.mkdtemp(prefix="tenancy-datasets-", dir="/tmp"))
-    os.chmod(work, 0o711)
-    try:
-        with hub_factory("datasets-hub", work=work) as h:
-            h.state = work / "state"
-            yield h
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+def hub(datasets_hub):
+    return datasets_hub  # one hub for the datasets modules (conftest.py)
 
 
 def _finished(hub, user: str, wid: str, timeout: float = 90) -> dict:

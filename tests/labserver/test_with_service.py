@@ -69,6 +69,30 @@ async def test_the_state_is_my_team_its_path_to_the_root_and_my_workloads(jp_fet
         ("GET", "/me", f"token {TOKEN}"), ("GET", "/tree", f"token {TOKEN}")}
 
 
+async def test_my_teams_datasets_come_with_where_they_are_in_this_server(jp_fetch, alice, jp_root_dir, monkeypatch):
+    (jp_root_dir / "datasets").mkdir()  # the local backend's way: a link in the home to the dataset's folder
+    (jp_root_dir / "datasets" / "fashion-mnist").symlink_to(jp_root_dir.parent, target_is_directory=True)
+    monkeypatch.setenv("TENANCY_DATASETS", json.dumps({"fashion-mnist": str(jp_root_dir / "datasets" / "fashion-mnist"),
+                                                       "scratch": "/datasets/scratch"}))
+    alice.me["datasets"] = [  # once per namespace of hers that may use it; this server is team-a's
+        {"name": "fashion-mnist", "description": "Fashion-MNIST", "mountPath": "/datasets/fashion-mnist",
+         "readOnly": True, "state": "Bound", "message": None, "namespace": "team-a"},
+        {"name": "fashion-mnist", "description": "Fashion-MNIST", "mountPath": "/datasets/fashion-mnist",
+         "readOnly": True, "state": "Refused", "message": "no claims in team-b", "namespace": "team-b"},
+        {"name": "scratch", "description": "", "mountPath": "/datasets/scratch", "readOnly": False, "state": "Bound",
+         "message": None, "namespace": "team-a"},
+        {"name": "imagenet", "description": "", "mountPath": "/datasets/imagenet", "readOnly": True,
+         "state": "Pending", "message": "waiting for the volume to bind", "namespace": "team-a"}]
+    status, state = await fetch_json(jp_fetch, "state")
+    assert status == 200, state
+    assert [(d["name"], d["path"], d["browse"]) for d in state["datasets"]] == [
+        ("fashion-mnist", str(jp_root_dir / "datasets" / "fashion-mnist"), "datasets/fashion-mnist"),
+        ("scratch", "/datasets/scratch", None),  # mounted outside the file browser's root
+        ("imagenet", "/datasets/imagenet", None)]  # not mounted here (it was not ready when the server started)
+    assert state["datasets"][0]["readOnly"] is True and state["datasets"][0]["state"] == "Bound"
+    assert state["datasets"][2]["message"] == "waiting for the volume to bind"
+
+
 async def test_a_dismissed_notice_is_not_shown_again(jp_fetch, alice):
     status, body = await fetch_json(jp_fetch, "notices", "dismiss", method="POST", body=json.dumps({"workload": "0099"}))
     assert (status, body) == (200, {"dismissed": "0099"})
