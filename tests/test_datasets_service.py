@@ -288,3 +288,22 @@ def test_a_dry_run_says_what_each_namespace_would_get_and_what_its_quota_refuses
     bigger = parse_dataset(dataset("svc-pv", teams=["team-b"], source={"persistentVolume": pv}, size="5Gi"))
     assert [p["action"] for p in provision(c, bigger, old)] == ["remove", "create"]  # a new size: made anew
     assert c.datasets.declared["svc-pv"] == old  # nothing changed
+
+
+def test_the_local_backend_cannot_accelerate_and_says_why(tmp_path, folders):
+    """Acceleration needs Fluid on Kubernetes: the local backend's sentence is the view's ``why`` and the
+    409 (Conflict) of an accelerate; nothing is chosen, a report for a dataset not chosen is ignored, and
+    work mounts the dataset's own folder."""
+    c = make(tmp_path, folders, [dataset("svc-fashion", folder(folders, "fashion"))])
+    why = "the local backend reads datasets from folders; acceleration needs Fluid on Kubernetes"
+    assert c.backend.acceleration() == why
+    ds = c.datasets.declared["svc-fashion"]
+    assert c.datasets.view(ds)["acceleration"] == {"available": False, "why": why, "enabled": False, "state": {}}
+    with pytest.raises(Conflict) as err:
+        c.datasets.accelerate("svc-fashion", True)
+    assert str(err.value) == f"Dataset svc-fashion cannot be accelerated: {why}"
+    with pytest.raises(NotFound):
+        c.datasets.accelerate("svc-nothing", False)
+    assert c.datasets.accelerate("svc-fashion", False) is False  # never chosen: nothing changes
+    c.datasets.set_acceleration("svc-fashion", "team-a", "Bound", None, "svc-fashion-accelerated")
+    assert c.datasets.fast == {} and c.store.setting("datasets-accelerated") in (None, [])

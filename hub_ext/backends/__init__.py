@@ -112,6 +112,23 @@ class Backend(HasTraits, metaclass=_BackendMeta):
         for name, namespace in wanted:
             self.controller.dataset_state(name, namespace, "Bound", None)
 
+    def acceleration(self) -> str | None:
+        """Whether this backend can accelerate datasets (a cache in front of each, as Fluid makes on
+        Kubernetes): None when it can, else the sentence why not, which the API's 409 and the page's
+        button show. Read on the service's loop whenever a dataset is shown: answer from what is known
+        (no I/O). A backend that can reads the names an admin chose to accelerate from
+        ``controller.datasets.accelerated`` when ``datasets_changed`` is called, makes each wanted pair's
+        cache, reports it with ``controller.datasets.set_acceleration(name, namespace, state, message,
+        claim)`` (``claim``: the PersistentVolumeClaim work mounts instead, once Bound) and removes a
+        cache no longer chosen once nothing uses the dataset (``controller.datasets.in_use``). The
+        default: this backend cannot."""
+        return "this backend cannot accelerate datasets; acceleration needs Fluid on Kubernetes"
+
+    def acceleration_objects(self, dataset, namespace: str) -> list[dict]:
+        """What accelerating ``dataset`` (a ``quota.dataset.Dataset``) makes in ``namespace``, as the
+        objects it would create (an accelerate's dry run shows them). No I/O. The default: nothing."""
+        return []
+
     async def forget(self, workload, pod, row) -> None:
         """A started pod was lost (its node went, it was deleted under us) and is queued again: remove
         what is left of it, never adopting it again. The default stops it."""

@@ -7,6 +7,13 @@ kept or removed in each namespace, and what a namespace's ResourceQuota would re
 changes nothing. A dataset the service's configuration or the cluster declares is not the
 API's to change (409, with where to change it). Every change is in the audit trail the
 tree editor shows (``dataset`` events: who, when, what).
+
+``POST /api/v1/datasets/NAME/accelerate`` (admins) chooses to accelerate the dataset (a cache
+in front of it in each namespace: Fluid on Kubernetes), ``DELETE`` undoes it; both answer the
+dataset's view, whose ``acceleration`` says whether the backend can (``available``, ``why``),
+whether it is chosen (``enabled``) and each namespace's cache (``state``). A backend that
+cannot: 409 with its sentence. ``POST ...?dryRun=true`` says what would be made in each
+namespace and changes nothing. The choice is kept in the store and audited.
 """
 
 from __future__ import annotations
@@ -27,8 +34,11 @@ def visible(c, who, view: dict) -> dict:
     allowed = who.namespaces()
     if allowed is None:
         return view
+    fast = view.get("acceleration")
+    if fast is not None:
+        fast = {**fast, "state": {ns: s for ns, s in fast["state"].items() if ns in allowed}}
     return {**view, "status": {ns: s for ns, s in view["status"].items() if ns in allowed},
-            "inUse": {ns: n for ns, n in view["inUse"].items() if ns in allowed}}
+            "inUse": {ns: n for ns, n in view["inUse"].items() if ns in allowed}, "acceleration": fast}
 
 
 def provision(c, ds, old) -> list[dict]:
@@ -149,5 +159,47 @@ class DatasetHandler(APIHandler):
         c.store.commit()
 
 
+class AccelerateHandler(APIHandler):
+    _admin, _audit = DatasetHandler._admin, DatasetHandler._audit  # not its PUT: that declares datasets
+
+    async def post(self, name):
+        self._admin("accelerate", name)
+        c = self.controller
+        ds = c.datasets.declared.get(name)
+        if ds is None:
+            raise web.HTTPError(404, f"there is no dataset {name}")
+        if self.get_argument("dryRun", "false").lower() in ("1", "true", "yes"):
+            why = c.datasets.can_accelerate()
+            on = name in c.datasets.accelerated
+            make = [] if why is not None else [
+                {"namespace": ns, "action": "keep" if on else "create",
+                 "objects": [{"apiVersion": o.get("apiVersion"), "kind": o.get("kind"),
+                              "name": o["metadata"]["name"], "spec": o.get("spec")}
+                             for o in c.backend.acceleration_objects(ds, ns)]}
+                for ns in c.datasets.namespaces(ds)]
+            self.send({"dryRun": True, "dataset": name, "available": why is None, "why": why, "make": make})
+            return
+        self._choose(name, True)
+
+    async def delete(self, name):
+        self._admin("accelerate", name)
+        if name not in self.controller.datasets.declared:
+            raise web.HTTPError(404, f"there is no dataset {name}")
+        self._choose(name, False)
+
+    def _choose(self, name: str, on: bool) -> None:
+        c = self.controller
+        try:
+            changed = c.datasets.accelerate(name, on)
+        except NotFound as err:
+            raise web.HTTPError(404, str(err)) from None
+        except Conflict as err:
+            raise web.HTTPError(409, str(err)) from None
+        if changed:
+            self._audit([f"{name}: {'accelerated' if on else 'no longer accelerated'}"])
+        self.send(c.datasets.view(c.datasets.declared[name]))
+
+
 def dataset_routes(api: str) -> list:
-    return [(api + "/datasets", DatasetsHandler), (api + r"/datasets/([a-z0-9][-a-z0-9]*)", DatasetHandler)]
+    return [(api + "/datasets", DatasetsHandler), (api + r"/datasets/([a-z0-9][-a-z0-9]*)", DatasetHandler),
+            (api + r"/datasets/([a-z0-9][-a-z0-9]*)/accelerate", AccelerateHandler)]

@@ -28,6 +28,7 @@ BOUND, PENDING, REFUSED = "Bound", "Pending", "Refused"
 STATES = (BOUND, PENDING, REFUSED)
 CONFIG, API, CLUSTER = "config", "api", "cluster"
 SETTING = "datasets"  # the store's setting: {name: manifest} of the API-made ones
+ACCELERATED = "datasets-accelerated"  # the store's setting: the names an admin chose to accelerate
 
 
 class Conflict(Exception):
@@ -45,6 +46,9 @@ class Datasets:
         self.origins: dict[str, str] = {}
         self.states: dict[tuple[str, str], tuple[str, str | None]] = {}  # (name, namespace) -> (state, words)
         self.held: dict[str, Reason] = {}  # workload id -> why it is held back (dataset-not-ready)
+        self.accelerated: set[str] = set()  # the names an admin chose to accelerate (kept in the store)
+        # (name, namespace) -> (state, words, the cache's claim), as the backend reports the acceleration
+        self.fast: dict[tuple[str, str], tuple[str, str | None, str | None]] = {}
         self.started = False  # the backend is told of changes only once the service has started
 
     # -- what is declared ----------------------------------------------------------------------
@@ -62,6 +66,8 @@ class Datasets:
                                  name, err)
                 continue
             self.declared[ds.name], self.origins[ds.name] = ds, API
+        # a cluster dataset's name is kept before the cluster is read: it is accelerated once it arrives
+        self.accelerated = set(self.c.store.setting(ACCELERATED) or [])
 
     def origin(self, name: str) -> str | None:
         return self.origins.get(name)
@@ -94,6 +100,7 @@ class Datasets:
             raise NotFound(f"there is no dataset {name}")
         self.writable(name)
         del self.declared[name], self.origins[name]
+        self.accelerated.discard(name)
         self._save()
         self.changed()
 
@@ -118,7 +125,64 @@ class Datasets:
     def _save(self) -> None:
         store = self.c.store
         store.set_setting(SETTING, {n: ds.raw for n, ds in self.declared.items() if self.origins[n] == API})
+        store.set_setting(ACCELERATED, sorted(self.accelerated))
         store.commit()
+
+    # -- acceleration ------------------------------------------------------------------------------
+    def can_accelerate(self) -> str | None:
+        """None when the backend can accelerate datasets, else its sentence why not."""
+        return self.c.backend.acceleration()
+
+    def accelerate(self, name: str, on: bool) -> bool:
+        """An admin's choice: accelerate ``name`` (``on``) or no longer. NotFound for an unknown dataset,
+        Conflict (the backend's sentence) when the backend cannot accelerate. Whether anything changed."""
+        if name not in self.declared:
+            raise NotFound(f"there is no dataset {name}")
+        if on:
+            why = self.can_accelerate()
+            if why is not None:
+                raise Conflict(f"{KIND} {name} cannot be accelerated: {why}")
+        if (name in self.accelerated) == on:
+            return False
+        if on:
+            self.accelerated.add(name)
+        else:
+            self.accelerated.discard(name)
+            for key in [k for k in self.fast if k[0] == name]:
+                del self.fast[key]
+        self._save()
+        self.changed()
+        return True
+
+    def set_acceleration(self, name: str, namespace: str, state: str, message: str | None = None,
+                         claim: str | None = None) -> None:
+        """A backend's word on the cache of an accelerated dataset in a namespace: Bound (work may mount
+        ``claim``), Pending or Refused, with why."""
+        if state not in STATES:
+            raise ValueError(f"acceleration state {state!r}: one of {', '.join(STATES)}")
+        if name not in self.accelerated or (name, namespace) not in self.wanted():
+            return  # a late report of a choice undone, or of a pair no longer wanted
+        self.fast[(name, namespace)] = (state, message, claim)
+
+    def acceleration_state(self, name: str, namespace: str) -> tuple[str, str | None, str | None]:
+        return self.fast.get((name, namespace), (PENDING, f"the cache is not made in {namespace} yet", None))
+
+    def _fast_claim(self, name: str, namespace: str) -> str | None:
+        """The cache's claim work in ``namespace`` mounts for ``name`` now, or None (the dataset's own)."""
+        if name not in self.accelerated:
+            return None
+        state, _, claim = self.fast.get((name, namespace), (None, None, None))
+        return claim if state == BOUND and claim else None
+
+    def acceleration_view(self, ds: Dataset, namespaces: list[str]) -> dict:
+        why = self.can_accelerate()
+        enabled = ds.name in self.accelerated
+        state = {}
+        if enabled:
+            for ns in namespaces:
+                s, words, claim = self.acceleration_state(ds.name, ns)
+                state[ns] = {"state": s, "message": words, "claim": claim}
+        return {"available": why is None, "why": why, "enabled": enabled, "state": state}
 
     # -- who may use what ----------------------------------------------------------------------
     def namespaces(self, ds: Dataset) -> list[str]:
@@ -146,6 +210,8 @@ class Datasets:
         for key in [k for k in self.states if k not in wanted]:
             del self.states[key]
             self._health(key, None)
+        for key in [k for k in self.fast if k not in wanted]:
+            del self.fast[key]
         self.c.backend.datasets_changed(wanted)
         self._release()
 
@@ -210,6 +276,10 @@ class Datasets:
         (``mounted``), so that a dataset Bound later is not counted as used by it."""
         if row.spec.get("datasets") is None and row.spec.get("mounted") is None:
             row.spec = {**row.spec, "mounted": self._bound_in(row.namespace)}
+        if row.spec.get("cached") is None:  # the caches it mounts: kept while it runs, whatever the choice later
+            named = row.spec.get("datasets") if row.spec.get("datasets") is not None else row.spec["mounted"]
+            cached = {item["name"]: self._fast_claim(item["name"], row.namespace) for item in named}
+            row.spec = {**row.spec, "cached": {n: claim for n, claim in cached.items() if claim}}
 
     def uses(self, row) -> list[dict]:
         """What the workload mounts (or, waiting, will): each ``{"name", "mountPath", "readOnly", "volume"}``."""
@@ -218,12 +288,16 @@ class Datasets:
             named = row.spec.get("mounted")
         if named is None:
             named = self._bound_in(row.namespace)
+        cached = row.spec.get("cached")
         out = []
         for item in named:
             ds = self.declared.get(item["name"])
             if ds is not None:
+                claim = cached.get(ds.name) if cached is not None else self._fast_claim(ds.name, row.namespace)
+                volume = volume_source(ds) if claim is None else \
+                    {"persistentVolumeClaim": {"claimName": claim, "readOnly": ds.read_only}}
                 out.append({"name": ds.name, "mountPath": self._mount_path(item), "readOnly": ds.read_only,
-                            "volume": volume_source(ds)})
+                            "volume": volume})
         return out
 
     def in_use(self, name: str, namespace: str) -> bool:
@@ -288,7 +362,8 @@ class Datasets:
                 "readOnly": ds.read_only, "mountPath": ds.mount_path,
                 "size": format_milli("storage", ds.size) if ds.size else None, "accessModes": access,
                 "teams": list(ds.teams), "namespaces": namespaces, "status": status, "inUse": in_use,
-                "origin": self.origins.get(ds.name), "manifest": ds.raw}
+                "origin": self.origins.get(ds.name), "manifest": ds.raw,
+                "acceleration": self.acceleration_view(ds, namespaces)}
 
     def count_users(self, name: str, namespace: str) -> int:
         """How many running workloads of ``namespace`` mount ``name``."""

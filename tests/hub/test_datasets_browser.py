@@ -1,7 +1,8 @@
 """Issue 20, people's side: the Datasets page of the hub's Services menu in headless Chromium (a user's
 view: their teams' datasets only; an admin's: every dataset, a dry run of a new one that says what would
-be provisioned or refused, apply, remove, the audit trail), and ``tenancy datasets`` / ``tenancy submit
---data`` in a terminal. Screenshots: docs/screenshots/datasets-page.png, datasets-admin.png.
+be provisioned or refused, apply, remove, the audit trail; the Accelerate button, off where the backend
+cannot accelerate, with the backend's sentence why), and ``tenancy datasets`` / ``tenancy submit --data`` in a
+terminal. Screenshots: docs/screenshots/datasets-page.png, datasets-admin.png, datasets-accelerate.png.
 
 All against the real demo hub: its service, its pages, its users' terminals and kernels.
 """
@@ -16,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from browser import browser, logged_in, shot  # noqa: F401 - the fixture
+from browser import SHOTS, browser, logged_in, shot  # noqa: F401 - the fixture
 from demo_hub import API, ROOT, svc, token
 from kernel import run_code
 from waiting import wait_for
@@ -32,6 +33,9 @@ spec:
   teams: [team-c, team-d]
   source: {path: /srv/datasets/cifar-10}
 """
+
+# the local backend's sentence (hub_ext/backends/local/backend.py), which the page shows beside the button
+LOCAL_CANNOT = "the local backend reads datasets from folders; acceleration needs Fluid on Kubernetes"
 
 
 def ready(page, errors):
@@ -76,6 +80,8 @@ def test_demo_a_user_sees_their_teams_datasets_and_an_admin_dry_runs_applies_and
     assert page.locator("section.dataset h2").all_inner_texts() == ["fashion-mnist read-only"]
     assert page.locator("section[data-dataset=fashion-mnist] tbody tr").evaluate_all(
         "rows => rows.map(r => [r.dataset.namespace, r.dataset.state])") == [["team-a", "Bound"]]
+    assert page.locator("button[data-action=accelerate]").count() == 0  # a user's page: no button
+    assert page.locator("section[data-dataset=fashion-mnist] td.cache").count() == 0  # not accelerated
     shot(page, "datasets-page")
     assert not errors, errors
     page.context.close()
@@ -85,6 +91,18 @@ def test_demo_a_user_sees_their_teams_datasets_and_an_admin_dry_runs_applies_and
     page.context.close()
     page = logged_in(browser, hub, "admin", height=1000)
     errors = open_page(page, hub, "datasets")
+    # the local backend cannot accelerate: the button is off, and beside it the backend's sentence why
+    assert svc(hub, "admin", "GET", "/datasets/fashion-mnist")[1]["acceleration"] == {
+        "available": False, "why": LOCAL_CANNOT, "enabled": False, "state": {}}
+    section = page.locator("section[data-dataset=fashion-mnist]")
+    button = section.locator("button[data-action=accelerate]")
+    assert button.inner_text() == "Accelerate" and button.is_disabled()
+    why = section.locator("[data-why=accelerate]")
+    assert why.inner_text() == f"It cannot be accelerated here: {LOCAL_CANNOT}."
+    assert button.get_attribute("aria-describedby") == why.get_attribute("id")
+    assert section.locator("button[data-action=stop-accelerating], td.cache").count() == 0
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    section.screenshot(path=str(SHOTS / "datasets-accelerate.png"))
     page.fill("#manifest", NEW)
     page.click("#dry-run")
     page.wait_for_selector("#provision li")

@@ -189,3 +189,29 @@ def test_alices_notebook_finds_the_dataset_in_her_home_and_in_its_environment(hu
         assert str(grp.getgrnam("tenancy-ds-fashion-mnist").gr_gid) in groups  # her server may enter it
     finally:
         hub.stop_server("alice", timeout=60)
+
+
+LOCAL_CANNOT = "the local backend reads datasets from folders; acceleration needs Fluid on Kubernetes"
+
+
+def test_accelerate_on_the_local_backend_says_why_not(hub):
+    """The page's button: ``acceleration`` says the local backend cannot, and why; an admin's accelerate is a
+    409 with that sentence (its dry run says so too), nothing is chosen, nothing audited; only admins may."""
+    status, fashion = svc(hub, "alice", "GET", "/datasets/fashion-mnist")
+    assert status == 200
+    assert fashion["acceleration"] == {"available": False, "why": LOCAL_CANNOT, "enabled": False, "state": {}}
+    status, err = svc(hub, "alice", "POST", "/datasets/fashion-mnist/accelerate")
+    assert (status, err["error"]) == (403, "only admins may accelerate datasets (alice asked to accelerate "
+                                           "fashion-mnist)")
+    status, err = svc(hub, "admin", "POST", "/datasets/fashion-mnist/accelerate")
+    assert (status, err["error"]) == (409, f"Dataset fashion-mnist cannot be accelerated: {LOCAL_CANNOT}")
+    status, dry = svc(hub, "admin", "POST", "/datasets/fashion-mnist/accelerate?dryRun=true")
+    assert (status, dry) == (200, {"dryRun": True, "dataset": "fashion-mnist", "available": False,
+                                   "why": LOCAL_CANNOT, "make": []})
+    status, err = svc(hub, "admin", "POST", "/datasets/nothing/accelerate")
+    assert (status, err["error"]) == (404, "there is no dataset nothing")
+    status, undone = svc(hub, "admin", "DELETE", "/datasets/fashion-mnist/accelerate")
+    assert status == 200 and undone["acceleration"]["enabled"] is False  # never chosen: nothing to undo
+    assert svc(hub, "admin", "PUT", "/datasets/fashion-mnist/accelerate", {})[0] == 405
+    audit = svc(hub, "admin", "GET", "/datasets")[1]["audit"]
+    assert not any("accelerated" in a["message"] for a in audit)

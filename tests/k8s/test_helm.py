@@ -86,6 +86,9 @@ BACKEND_RULES = {
     ("", "persistentvolumes"): {"get", "list", "watch", "create", "update", "delete"},
     ("", "persistentvolumeclaims"): {"get", "list", "watch", "create", "delete"},
     ("tenancy.jupyter.org", "datasets"): {"get", "list", "watch"},
+    # accelerated datasets: a Fluid Dataset and AlluxioRuntime per namespace
+    ("data.fluid.io", "datasets"): {"get", "list", "create", "update", "delete"},
+    ("data.fluid.io", "alluxioruntimes"): {"get", "list", "create", "update", "delete"},
 }
 CRUD = {"get", "list", "create", "update", "delete"}
 PROVISIONER_RULES = {

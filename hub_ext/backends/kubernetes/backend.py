@@ -21,7 +21,8 @@ duty to one room, each a module of this package:
   groups when ``provision`` is on;
 - ``datasets.Datasets``: each dataset's claim and volume per namespace that may
   use it, followed until Bound; ``datasetcrd.ClusterDatasets``: the cluster's
-  ``Dataset`` objects handed to the service;
+  ``Dataset`` objects handed to the service; ``fluid.Fluid``: accelerated datasets
+  (a Fluid Dataset and AlluxioRuntime per namespace) where Fluid's CRDs are served;
 - ``calls.Calls``: every API call, made in the backend's own worker pool so the
   controller's loop never blocks, through a client-side rate limit
   (``api_qps``/``api_burst``); ``informer.ApiMonitor`` says whether the API
@@ -43,12 +44,13 @@ from traitlets.config import LoggingConfigurable
 
 from ...quota.errors import ValidationError
 from .. import Backend
-from .api import Api, RateLimiter
+from .api import Api, KubernetesError, RateLimiter
 from .calls import Calls
 from .checks import Checks
 from .datasetcrd import ClusterDatasets
 from .datasets import Datasets
 from .evictions import Evictions
+from .fluid import Fluid
 from .follow import Follower
 from .foreign import Foreign
 from .informer import ApiMonitor, Informer
@@ -269,6 +271,35 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         """,
     ).tag(config=True)
 
+    fluid_check_seconds = Float(
+        60.0,
+        help="""
+        How often the cluster is asked whether Fluid is installed (its ``data.fluid.io`` Dataset and
+        AlluxioRuntime CRDs served): datasets can be accelerated only then.
+
+        .. versionadded:: 0.4
+        """,
+    ).tag(config=True)
+
+    fluid_cache_memory = Unicode(
+        "1Gi",
+        help="""
+        The memory tier of each accelerated dataset's Fluid AlluxioRuntime (``tieredstore`` level
+        ``MEM`` at ``/dev/shm``), per namespace that uses it: a Kubernetes quantity.
+
+        .. versionadded:: 0.4
+        """,
+    ).tag(config=True)
+
+    fluid_replicas = Int(
+        1,
+        help="""
+        The cache workers of each accelerated dataset's Fluid AlluxioRuntime (``spec.replicas``).
+
+        .. versionadded:: 0.4
+        """,
+    ).tag(config=True)
+
     follow_dataset_objects = Bool(
         True,
         help="""
@@ -303,6 +334,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         self.evictions = Evictions(self)
         self.recovery = Recovery(self)
         self.datasets = Datasets(self)
+        self.fluid = Fluid(self)
         self.dataset_objects = ClusterDatasets(self)
 
     @property
@@ -389,6 +421,14 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             self.controller._spawn(self.foreign.recount(sorted(added)))
         self.tenants.changed(tenants)
 
+    def acceleration(self) -> str | None:
+        """None where Fluid's Dataset and AlluxioRuntime CRDs are served (as last read), else why not."""
+        return self.fluid.why
+
+    def acceleration_objects(self, dataset, namespace: str) -> list[dict]:
+        """The Fluid Dataset and AlluxioRuntime accelerating ``dataset`` makes in ``namespace``."""
+        return self.fluid.manifests(dataset, namespace)
+
     def datasets_changed(self, wanted) -> None:
         """Make each wanted (dataset, namespace) pair on the cluster and report its state; remove the
         pairs no longer wanted once nothing mounts them (``datasets.Datasets``, in the background)."""
@@ -438,7 +478,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         if health is not None:  # nothing is admitted before the checks ran once
             health.set("startup-checks", "the start-up checks of the cluster have not run yet", log=False)
         tasks = [asyncio.ensure_future(self.monitor.run()), asyncio.ensure_future(self.checks.run()),
-                 asyncio.ensure_future(self.dataset_objects.run())]
+                 asyncio.ensure_future(self.dataset_objects.run()), asyncio.ensure_future(self._look_for_fluid())]
         self.cluster_nodes.ensure_watched()
         self.ours.watch_pods()
         self.foreign.start(loop)
@@ -456,6 +496,20 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                 task.cancel()
             for watch in self._watches():
                 watch.stop()
+
+    async def _look_for_fluid(self) -> None:
+        """Ask whether Fluid is served now and every ``fluid_check_seconds``; its coming or going is a
+        change for the datasets (their caches are made or waited for)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            before = self.fluid.why
+            try:
+                await self.fluid.check(loop.time())
+            except KubernetesError as err:
+                self.log.warning("could not ask whether Fluid is installed: %s", err)
+            if self.fluid.why != before and self.datasets.wanted is not None:
+                self.datasets.kick()
+            await asyncio.sleep(self.fluid_check_seconds)
 
     def _watches(self) -> list[Informer]:
         return [w for w in (self.foreign.watch, self.cluster_nodes.watch, *self.ours.watches(),

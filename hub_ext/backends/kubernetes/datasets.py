@@ -17,6 +17,9 @@ over (``KubernetesBackend.datasets_changed(wanted)``); this room makes them so:
 - a ``claim`` source: nothing is made; ``Bound`` while that claim exists and is Bound.
 - a ``path`` source: nothing is made (a ``hostPath``); ``Bound``.
 
+An accelerated dataset (an admin's choice, ``controller.datasets.accelerated``) also gets a
+Fluid Dataset and runtime per namespace once its own pair is Bound (``fluid.Fluid``).
+
 Drift is repaired as the provisioner repairs a tenant: the watches of claims and of
 our volumes see a deletion and the pair is made again (a volume left ``Released``
 by its deleted claim is pointed at the new one). A pair no longer wanted loses its
@@ -36,6 +39,7 @@ import json
 from ...quota.dataset import claim_name, volume_name
 from ...quota.quantity import format_milli
 from .api import RESOURCE_QUOTA, Kind, KubernetesError
+from .fluid import fluid_name
 from .informer import Informer, outage_error
 from .objects import MANAGED_BY, MANAGER
 
@@ -88,6 +92,7 @@ class Datasets:
         self.backend = backend  # its API, calls, monitor, controller, log and configuration
         self.wanted: dict[tuple[str, str], object] | None = None  # (name, namespace) -> Dataset
         self.wanted_key = None  # what ``wanted`` was when refusals were last forgotten
+        self.chosen_key = None  # what was accelerated when the caches' refusals were last forgotten
         self.states: dict[tuple[str, str], tuple[str, str | None]] = {}  # last reported
         self.refused: dict[tuple[str, str], tuple[str, str]] = {}  # pair -> (source hash, quota signature)
         self.held: set[tuple[str, str]] = set()  # no longer wanted, still in use: removed later
@@ -108,10 +113,20 @@ class Datasets:
         if key != self.wanted_key:  # a dataset or a tenant changed: what was refused may pass now
             self.wanted_key = key
             self.refused.clear()
+            self.backend.fluid.refused.clear()
+        chosen = sorted(self.chosen())
+        if chosen != self.chosen_key:  # the choice changed: a cache refused before is tried again
+            self.chosen_key = chosen
+            self.backend.fluid.refused.clear()
         for pair, (state, message) in list(self.states.items()):
             if pair in self.wanted:
                 self._tell(pair, state, message)
         self.kick()
+
+    def chosen(self) -> set[str]:
+        """The names an admin chose to accelerate (the service's room says)."""
+        room = getattr(self.backend.controller, "datasets", None)
+        return set(getattr(room, "accelerated", None) or ())
 
     def kick(self) -> None:
         """Reconcile soon (starting the watches and the worker on first use)."""
@@ -164,7 +179,8 @@ class Datasets:
 
     def _concerns(self, claim_key) -> bool:
         namespace, name = claim_key
-        return any(ns == namespace and claim_name(ds) == name for (_, ns), ds in (self.wanted or {}).items()) \
+        return any(ns == namespace and name in (claim_name(ds), fluid_name(ds))
+                   for (_, ns), ds in (self.wanted or {}).items()) \
             or any(pair[1] == namespace for pair in self.held)
 
     def _volume_event(self, kind: str, obj) -> None:
@@ -205,7 +221,7 @@ class Datasets:
         while not self.synced and loop.time() < deadline:  # the first lists, so that nothing is made twice
             await asyncio.sleep(0.05)
         while True:
-            if not self.held and not self._pending():
+            if not self.held and not self.backend.fluid.held and not self._pending():
                 await self.dirty.wait()
             else:  # something to look at again (a claim binding, a pair in use): not only on events
                 try:
@@ -223,7 +239,9 @@ class Datasets:
                 self.passes += 1
 
     def _pending(self) -> bool:
-        return any(state == PENDING for pair, (state, _) in self.states.items() if pair in (self.wanted or {}))
+        wanted = self.wanted or {}
+        return any(state == PENDING for pair, (state, _) in self.states.items() if pair in wanted) or \
+            any(state == PENDING for pair, (state, _) in self.backend.fluid.states.items() if pair in wanted)
 
     async def reconcile(self) -> None:
         """Make every wanted pair, report its state; remove what is ours and no longer wanted."""
@@ -238,6 +256,27 @@ class Datasets:
             if (self.wanted or {}).get((name, ns)) is ds:  # still wanted as it was
                 self._tell((name, ns), state, message)
         await self.remove_unwanted(wanted)
+        await self.accelerate(wanted)
+
+    async def accelerate(self, wanted) -> None:
+        """The caches of the accelerated datasets (``fluid.Fluid``): made where chosen, removed where not."""
+        fluid = self.backend.fluid
+        if fluid.checked_at is None:
+            await fluid.check(asyncio.get_running_loop().time())
+        chosen = self.chosen()
+        fast = {pair: ds for pair, ds in wanted.items() if pair[0] in chosen}
+        for (name, ns), ds in sorted(fast.items()):
+            try:
+                state, message = await fluid.ensure(ds, ns, self.states.get((name, ns), (PENDING, None)), self.claims)
+            except KubernetesError as err:
+                if not (outage_error(err) or err.status == 409):
+                    raise
+                state, message = PENDING, f"the API server did not make it yet ({err})"
+            if (self.wanted or {}).get((name, ns)) is ds and name in self.chosen():
+                fluid.tell((name, ns), state, message, fluid_name(ds))
+        for pair in [p for p in fluid.states if p not in fast]:
+            fluid.states.pop(pair, None)
+        await fluid.remove_unwanted(set(fast), self._in_use)
 
     def _tell(self, pair, state: str, message: str | None) -> None:
         self.states[pair] = (state, message)

@@ -160,6 +160,10 @@ class LocalBackend(LoggingConfigurable, Backend):
             except OSError as err:
                 self.log.warning("could not make %s private to this service: %s", name, err)
 
+    def acceleration(self) -> str | None:
+        """Datasets here are folders read in place: there is nothing to put a cache in front of."""
+        return "the local backend reads datasets from folders; acceleration needs Fluid on Kubernetes"
+
     def datasets_changed(self, wanted) -> None:
         """A dataset is a folder (a ``path`` source); its group's members are the accounts of the members
         of the teams whose namespaces may use it, and only they may enter it (see ``datasets.py``)."""
