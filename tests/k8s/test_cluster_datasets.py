@@ -1,21 +1,17 @@
-"""Datasets on a real control plane (issue 20): the Kubernetes backend's side, against the real API server.
+"""Datasets on a real control plane (issue 20): the service's controller and its datasets room with the
+Kubernetes backend, against the real API server.
 
 The seed's fashion-mnist (its PV and PVC, ``hostPath`` in place of OSS) declared for
 two namespaces becomes two PersistentVolumes and two claims that
-kube-controller-manager's PV controller binds; training Jobs and notebook pods
-(KubeSpawner's own pod manifest) mount the claim read-only at
-``/datasets/fashion-mnist``; a namespace whose ResourceQuota allows no claim is
-Refused with the API server's words and tried again only when the quota changes;
-a namespace taken out loses its claim and volume once nothing uses them; a
-deleted claim is made again. Everything is read back from the API server.
-
-The service's datasets room (``controller.datasets``, ``controller.dataset_state``;
-``hub_ext/service/datasets.py``) is built in another branch at the same time, so
-these backend-level tests drive the backend through ``FakeController``: it records
-``dataset_state`` and answers ``datasets.in_use`` / ``datasets.uses`` /
-``datasets.from_cluster`` as the contract says (``../brief-datasets.md``). The test
-with the real room is ``test_service_and_backend_end_to_end``, skipped until the
-room is there.
+kube-controller-manager's PV controller binds; training Jobs the controller admits
+(run by kwok on a node of the test's own) and notebook pods (KubeSpawner's own pod
+manifest, given the workload JSON the controller shows) mount the claim read-only at
+``/datasets/fashion-mnist``; a third namespace's job naming it is refused at
+submission; a namespace whose ResourceQuota allows no claim is Refused with the API
+server's words, its jobs naming the dataset wait with those words, and it is tried
+again only when the quota changes; a namespace taken out loses its claim and volume
+once no running job mounts them; a deleted claim is made again; the cluster's Dataset
+objects are declared in the room. Everything is read back from the API server.
 """
 
 from __future__ import annotations
@@ -35,13 +31,18 @@ from kubernetes.client.exceptions import ApiException
 from hub_ext.backends.kubernetes.api import POD
 from hub_ext.backends.kubernetes.backend import KubernetesBackend
 from hub_ext.backends.kubernetes.datasets import DATASET_LABEL, NAMESPACE_LABEL
-from hub_ext.quota.dataset import claim_name, parse_dataset, volume_name, volume_source
-from hub_ext.service.health import Health
+from hub_ext.backends.kubernetes.objects import WORKLOAD_LABEL
+from hub_ext.quota.dataset import claim_name, parse_dataset, volume_name
+from hub_ext.service.controller import Controller, Forbidden, Identity
+from hub_ext.service.store import Store
+from hub_ext.tenants import Tenant
 
-from waiting import until
+from waiting import quiet_passes, until
 
 REPO = Path(__file__).resolve().parents[2]
 MOUNT = "/datasets/fashion-mnist"
+ADMIN = Identity(name="admin", admin=True)
+USERS = ("alice", "bob", "carol")  # one for each namespace of the fixture, in its order
 
 
 def fashion_mnist(*namespaces, name="fashion-mnist", **spec):
@@ -54,37 +55,6 @@ def fashion_mnist(*namespaces, name="fashion-mnist", **spec):
                      "persistentVolumeReclaimPolicy": "Retain",
                      "hostPath": {"path": "/srv/datasets/fashion-mnist", "type": "DirectoryOrCreate"}}},
                  "size": "10Gi", "mountPath": MOUNT, **spec}})
-
-
-class FakeRoom:
-    """Stands in for ``controller.datasets`` (the real room is in another branch): what is in use is
-    what the test says, ``uses`` what the test gave each workload, ``from_cluster`` is recorded."""
-
-    def __init__(self):
-        self.using: set[tuple[str, str]] = set()
-        self.mounts: dict[str, list[dict]] = {}
-        self.cluster: list | None = None
-
-    def in_use(self, name: str, namespace: str) -> bool:
-        return (name, namespace) in self.using
-
-    def uses(self, row) -> list[dict]:
-        return self.mounts.get(row.id, [])
-
-    def from_cluster(self, datasets) -> None:
-        self.cluster = list(datasets)
-
-
-class FakeController:
-    """Records what the backend reports (``dataset_state``); has the room above and a real Health."""
-
-    def __init__(self):
-        self.datasets = FakeRoom()
-        self.health = Health()
-        self.states: dict[tuple[str, str], tuple[str, str | None]] = {}
-
-    def dataset_state(self, name, namespace, state, message=None) -> None:
-        self.states[(name, namespace)] = (state, message)
 
 
 @pytest.fixture
@@ -100,17 +70,51 @@ def namespaces(control_plane, api):
         for pv in core.list_persistent_volume(label_selector=f"{NAMESPACE_LABEL}={ns}").items:
             core.delete_persistent_volume(pv.metadata.name)
         try:
+            core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
             core.delete_namespace(ns)
         except ApiException:
             pass
 
 
+@pytest.fixture
+def node(control_plane, api, seed_classes):
+    """A kwok node only this module's backend uses (by label): the admitted training pods run there."""
+    suffix = uuid.uuid4().hex[:6]
+    name, label = f"ds-{suffix}", {"tenancy-test/datasets": suffix}
+    control_plane.add_node(name, {"cpu": "16", "memory": "64Gi"}, labels=label)
+    yield label
+    try:
+        client.CoreV1Api(api).delete_node(name)
+    except ApiException:
+        pass
+
+
 @pytest_asyncio.fixture
-async def backend(api):
-    backend = KubernetesBackend(api_client=api, dataset_recheck_seconds=0.5, poll_seconds=0.3)
-    backend.controller = FakeController()
-    yield backend
-    backend.close()
+async def controller(api, namespaces, node, tmp_path):
+    """The service's controller (its store, engine and datasets room) with the Kubernetes backend; one
+    tenant per namespace, whose member is the user of ``USERS`` in the same place."""
+    (key, value), = node.items()
+    backend = KubernetesBackend(api_client=api, node_label_selector=f"{key}={value}", node_selector=node,
+                                dataset_recheck_seconds=0.5, poll_seconds=0.3)
+    c = Controller(store=Store(f"sqlite:///{tmp_path}/t.sqlite"), backend=backend, tree=None)
+    c.set_tenants([Tenant(group=f"team-{ns}", namespace=ns, members=[user]) for ns, user in zip(namespaces, USERS)])
+    try:
+        yield c
+    finally:
+        for task in list(c._tasks):
+            task.cancel()
+        await asyncio.gather(*c._tasks, return_exceptions=True)
+        backend.close()
+
+
+def serve(c, *datasets) -> None:
+    """What the service does at start: the configuration's datasets, then the backend told of them."""
+    c.datasets.configure(list(datasets))
+    c.datasets.start()
+
+
+def who(c, user) -> Identity:
+    return Identity(name=user, tenants=[t for t in c.tenants if user in t.members])
 
 
 def claim(api, ns, name="fashion-mnist"):
@@ -131,19 +135,55 @@ def volume(api, name):
         raise
 
 
-async def state_is(backend, pair, state, timeout=60):
-    states = backend.controller.states
-    return await until(lambda: states.get(pair, (None,))[0] == state and states[pair],
-                       f"dataset {pair[0]} in {pair[1]} {state}", timeout, show=lambda: states.get(pair))
+async def state_is(c, pair, state, timeout=60):
+    """The room's state of (dataset, namespace) once it is ``state``: (state, the backend's words)."""
+    return await until(lambda: c.datasets.states.get(pair, (None,))[0] == state and c.datasets.states[pair],
+                       f"dataset {pair[0]} in {pair[1]} {state}", timeout, show=lambda: c.datasets.states.get(pair))
+
+
+def training(name, **body):
+    return {"kind": "training", "name": name, "command": ["python", "train.py"],
+            "resources": {"requests": {"cpu": "1"}}, **body}
+
+
+def workload_pods(api, row):
+    return client.CoreV1Api(api).list_namespaced_pod(row.namespace, label_selector=f"{WORKLOAD_LABEL}={row.id}").items
+
+
+def workload_jobs(api, ns):
+    return client.BatchV1Api(api).list_namespaced_job(ns).items
+
+
+async def runs(api, c, row):
+    """Tick the controller until the workload's pod is Running on the cluster (kwok runs it) and the
+    controller's view says Running (what the backend observed); that pod."""
+    def running():
+        pods = [p for p in workload_pods(api, row) if p.status.phase == "Running"]
+        return pods and c.view(row)["state"] == "Running" and pods[0]
+    return await until(running, f"workload {row.name} in {row.namespace} Running", 60, 0.3, tick=c.tick,
+                       in_thread=True, show=lambda: (c.view(row)["state"], c.view(row)["message"],
+                                                     [(p.metadata.name, p.status.phase) for p in workload_pods(api, row)]))
+
+
+def mounted(pod_spec, container) -> dict:
+    """{mountPath: (claim, readOnly of the mount, readOnly of the claim)} read from a pod spec (client model)."""
+    by_name = {v.name: v for v in pod_spec.volumes or []}
+    out = {}
+    for m in container.volume_mounts or []:
+        source = by_name[m.name].persistent_volume_claim
+        if source is not None:
+            out[m.mount_path] = (source.claim_name, m.read_only, source.read_only)
+    return out
 
 
 @pytest.mark.asyncio
-async def test_fashion_mnist_for_two_namespaces_two_volumes_two_claims_bound(api, namespaces, backend):
-    a, b, _ = namespaces
+async def test_fashion_mnist_for_two_namespaces_two_volumes_two_claims_bound_a_third_refused(api, namespaces,
+                                                                                           controller):
+    a, b, c = namespaces
     ds = fashion_mnist(a, b)
-    backend.datasets_changed({(ds.name, a): ds, (ds.name, b): ds})
+    serve(controller, ds)
     for ns in (a, b):
-        await state_is(backend, (ds.name, ns), "Bound")
+        await state_is(controller, (ds.name, ns), "Bound")
     volumes = set()
     for ns in (a, b):
         pvc = await asyncio.to_thread(claim, api, ns)
@@ -161,74 +201,66 @@ async def test_fashion_mnist_for_two_namespaces_two_volumes_two_claims_bound(api
         assert pv.metadata.labels[NAMESPACE_LABEL] == ns
         volumes.add(pv.metadata.name)
     assert len(volumes) == 2  # a static volume binds one claim: one per namespace
-
-
-def training_row(ns, wid):
-    return SimpleNamespace(id=wid, name="train", namespace=ns, kind="training", user="alice",
-                           spec={"command": ["python", "train.py"], "priorityClassName": "high-priority-research",
-                                 "resources": {"requests": {"cpu": "1"}}, "replicas": 1})
-
-
-def uses(ds):
-    return [{"name": ds.name, "mountPath": ds.mount_path, "readOnly": ds.read_only, "volume": volume_source(ds)}]
-
-
-def mounted(pod_spec, container) -> dict:
-    """{mountPath: (claim, readOnly of the mount, readOnly of the claim)} read from a pod spec (client model)."""
-    by_name = {v.name: v for v in pod_spec.volumes or []}
-    out = {}
-    for m in container.volume_mounts or []:
-        source = by_name[m.name].persistent_volume_claim
-        if source is not None:
-            out[m.mount_path] = (source.claim_name, m.read_only, source.read_only)
-    return out
+    # the third namespace's job naming it is refused at submission, and nothing is made for it
+    with pytest.raises(Forbidden) as refused:
+        controller.admission.submit(who(controller, "carol"), training("steal", datasets=["fashion-mnist"]))
+    assert str(refused.value) == f"carol may not use dataset fashion-mnist: it is not for namespace {c}"
+    controller.tick()
+    assert controller.store.active_workload_ids() == [] and not controller.engine.pods
+    assert await asyncio.to_thread(workload_jobs, api, c) == []
+    assert await asyncio.to_thread(claim, api, c) is None
+    assert (ds.name, c) not in controller.datasets.wanted()
 
 
 @pytest.mark.asyncio
-async def test_training_jobs_and_notebook_pods_mount_it_read_only(control_plane, api, namespaces, backend,
-                                                                 seed_classes, monkeypatch):
-    """In each namespace: a training Job made from the backend's manifest and a notebook pod made from
-    KubeSpawner's own pod manifest (``TenancyKubeSpawner.place`` given the workload JSON the service
-    returns), created on the API server and read back: the claim at /datasets/fashion-mnist, read-only,
-    and ``TENANCY_DATASETS``."""
+async def test_training_jobs_and_notebook_pods_mount_it_read_only(control_plane, api, namespaces, controller,
+                                                                 monkeypatch):
+    """In each namespace: a training job submitted to the controller naming the dataset, admitted, its
+    Job made by the backend and its pod run by kwok; a notebook submitted naming none (it gets every
+    Bound dataset of its namespace), its pod made from KubeSpawner's own manifest given the workload
+    JSON the controller shows. Both read back from the API server: the claim at /datasets/fashion-mnist,
+    read-only, and ``TENANCY_DATASETS``."""
     from spawner.kube import TenancyKubeSpawner
 
     a, b, _ = namespaces
     ds = fashion_mnist(a, b)
-    backend.datasets_changed({(ds.name, a): ds, (ds.name, b): ds})
+    serve(controller, ds)
     core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
     # KubeSpawner loads a kubeconfig when made (once per process: lru_cache), from this module global
     import kubernetes_asyncio.client
     import kubernetes_asyncio.config.kube_config as kube_config
     monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(control_plane.kubeconfig))
-    for i, ns in enumerate((a, b)):
-        await state_is(backend, (ds.name, ns), "Bound")
-        row = training_row(ns, f"w{i}")
-        backend.controller.datasets.mounts[row.id] = uses(ds)
-        job = backend.job_manifest(row, SimpleNamespace(name=f"train-{i}", uid=i))
-        await asyncio.to_thread(batch.create_namespaced_job, ns, job)
-        made = await asyncio.to_thread(batch.read_namespaced_job, f"train-{i}", ns)
-        spec = made.spec.template.spec
-        assert mounted(spec, spec.containers[0]) == {MOUNT: ("fashion-mnist", True, True)}
-        env = {e.name: e.value for e in spec.containers[0].env}
+    for ns, user in ((a, "alice"), (b, "bob")):
+        await state_is(controller, (ds.name, ns), "Bound")
+        row = controller.admission.submit(who(controller, user), training("train", datasets=["fashion-mnist"]))
+        assert row.namespace == ns
+        pod = await runs(api, controller, row)
+        assert mounted(pod.spec, pod.spec.containers[0]) == {MOUNT: ("fashion-mnist", True, True)}
+        env = {e.name: e.value for e in pod.spec.containers[0].env}
         assert json.loads(env["TENANCY_DATASETS"]) == {"fashion-mnist": MOUNT}
-        # the Job controller's pod has it too
-        pods = await until(lambda: core.list_namespaced_pod(ns, label_selector=f"job-name=train-{i}").items,
-                           f"the pod of Job {ns}/train-{i}", in_thread=True)
-        assert mounted(pods[0].spec, pods[0].spec.containers[0]) == {MOUNT: ("fashion-mnist", True, True)}
+        jobs = await asyncio.to_thread(batch.list_namespaced_job, ns, label_selector=f"{WORKLOAD_LABEL}={row.id}")
+        (job,) = jobs.items
+        spec = job.spec.template.spec
+        assert mounted(spec, spec.containers[0]) == {MOUNT: ("fashion-mnist", True, True)}
+        assert controller.datasets.in_use(ds.name, ns)  # a running job mounts it
 
+        nb = controller.admission.submit(who(controller, user), {"kind": "notebook", "name": "nb",
+                                                                 "resources": {"requests": {"cpu": "1"}}})
+        controller.tick()
+        view = controller.view(nb)  # the workload JSON the service returns to the spawner
+        assert view["datasets"] == [{"name": "fashion-mnist", "mountPath": MOUNT, "readOnly": True,
+                                     "volume": {"persistentVolumeClaim": {"claimName": "fashion-mnist",
+                                                                          "readOnly": True}}}]
         spawner = TenancyKubeSpawner(_mock=True, image="registry.invalid/notebook:1",
                                      profiles={"small": {"resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}})
-        spawner._choice = (SimpleNamespace(name=f"team-{i}", properties={}), "small")
-        spawner.place({"id": f"nb{i}", "namespace": ns, "priorityClassName": "low-priority-dev",
-                       "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
-                       "datasets": uses(ds)})  # what the service's workload JSON says it mounts
+        spawner._choice = (SimpleNamespace(name=f"team-{ns}", properties={}), "small")
+        spawner.place(view)
         manifest = await spawner.get_pod_manifest()
         async with kubernetes_asyncio.client.ApiClient() as serializer:
             body = serializer.sanitize_for_serialization(manifest)  # the JSON KubeSpawner sends
         body["metadata"]["namespace"] = spawner.namespace  # KubeSpawner names it in the request's path
         assert spawner.namespace == ns
-        await asyncio.to_thread(backend.api.create, POD, body)
+        await asyncio.to_thread(controller.backend.api.create, POD, body)
         pod = await asyncio.to_thread(core.read_namespaced_pod, manifest.metadata.name, ns)
         notebook = next(c for c in pod.spec.containers if c.name == "notebook")
         assert mounted(pod.spec, notebook) == {MOUNT: ("fashion-mnist", True, True)}
@@ -236,7 +268,8 @@ async def test_training_jobs_and_notebook_pods_mount_it_read_only(control_plane,
 
 
 @pytest.mark.asyncio
-async def test_a_claim_the_quota_forbids_is_refused_with_its_words_until_the_quota_changes(api, namespaces, backend):
+async def test_a_claim_the_quota_forbids_is_refused_with_its_words_and_jobs_wait_until_the_quota_changes(
+        api, namespaces, controller):
     a, _, c = namespaces
     core = client.CoreV1Api(api)
     quota = client.V1ResourceQuota(metadata=client.V1ObjectMeta(name="storage"),
@@ -244,6 +277,7 @@ async def test_a_claim_the_quota_forbids_is_refused_with_its_words_until_the_quo
     await asyncio.to_thread(core.create_namespaced_resource_quota, c, quota)
     await until(lambda: (core.read_namespaced_resource_quota("storage", c).status.hard or {}).get(
         "persistentvolumeclaims") == "0", "the quota's status", in_thread=True)
+    backend = controller.backend
     creates = []
     original = backend.api.request
 
@@ -254,56 +288,72 @@ async def test_a_claim_the_quota_forbids_is_refused_with_its_words_until_the_quo
 
     backend.api.request = spy
     ds = fashion_mnist(a, c)
-    wanted = {(ds.name, a): ds, (ds.name, c): ds}
-    backend.datasets_changed(wanted)
-    _, message = await state_is(backend, (ds.name, c), "Refused")
-    assert message.startswith('persistentvolumeclaims "fashion-mnist" is forbidden: exceeded quota: storage'), message
-    assert "limited: persistentvolumeclaims=0" in message
-    await state_is(backend, (ds.name, a), "Bound")
+    serve(controller, ds)
+    _, words = await state_is(controller, (ds.name, c), "Refused")
+    assert words.startswith('persistentvolumeclaims "fashion-mnist" is forbidden: exceeded quota: storage'), words
+    assert "limited: persistentvolumeclaims=0" in words
+    await state_is(controller, (ds.name, a), "Bound")
     assert await asyncio.to_thread(claim, api, c) is None
+    problems = {k: p.message for k, p in controller.health.problems.items()}
+    assert problems == {f"dataset:fashion-mnist:{c}": f"dataset fashion-mnist in {c} is refused: {words}"}
+    # carol's job naming it waits, with the quota's words; nothing of it is on the cluster
+    row = controller.admission.submit(who(controller, "carol"), training("needs", datasets=["fashion-mnist"]))
+    await quiet_passes(controller.tick, 3)
+    view = controller.view(row)
+    assert (view["state"], view["reason"]) == ("Pending", "dataset-not-ready")
+    assert view["message"] == f"waiting for dataset fashion-mnist: it is refused in {c}: {words}"
+    assert view["pods"] == [] and not controller.engine.pods
+    assert await asyncio.to_thread(workload_jobs, api, c) == []
     # the tenants are read again, nothing changed: not tried again
     tried = len(creates)
-    passes = backend.datasets.passes
-    backend.datasets_changed(wanted)
     ours = backend.datasets
+    passes = ours.passes
+    controller.set_tenants(list(controller.tenants))
     await until(lambda: ours.passes > passes and not ours.busy and not ours.dirty.is_set(),
                 "the pass that call asked for")
     assert len(creates) == tried
-    assert backend.controller.health.problems == {}
-    # the quota allows one claim: tried again, made and Bound
+    # the quota allows one claim: tried again, made and Bound, and the job starts, mounting it
     quota.spec.hard = {"persistentvolumeclaims": "1", "requests.storage": "20Gi"}
     await asyncio.to_thread(core.replace_namespaced_resource_quota, "storage", c, quota)
-    await state_is(backend, (ds.name, c), "Bound")
+    await state_is(controller, (ds.name, c), "Bound")
     assert (await asyncio.to_thread(claim, api, c)).status.phase == "Bound"
+    pod = await runs(api, controller, row)
+    assert mounted(pod.spec, pod.spec.containers[0]) == {MOUNT: ("fashion-mnist", True, True)}
+    assert controller.health.problems == {}
 
 
 @pytest.mark.asyncio
-async def test_a_namespace_taken_out_loses_its_claim_once_nothing_uses_it(api, namespaces, backend):
+async def test_a_namespace_taken_out_loses_its_claim_once_nothing_uses_it(api, namespaces, controller):
     a, b, _ = namespaces
-    ds = fashion_mnist(a, b)
-    backend.datasets_changed({(ds.name, a): ds, (ds.name, b): ds})
+    serve(controller)
+    controller.datasets.apply(fashion_mnist(a, b))  # through the API (PUT)
     for ns in (a, b):
-        await state_is(backend, (ds.name, ns), "Bound")
-    room = backend.controller.datasets
-    room.using.add((ds.name, b))  # a notebook in b still mounts it
-    backend.datasets_changed({(ds.name, a): ds})
-    passes = backend.datasets.passes
-    await until(lambda: backend.datasets.passes > passes + 2, "a few passes (rechecks while in use)")
+        await state_is(controller, ("fashion-mnist", ns), "Bound")
+    row = controller.admission.submit(who(controller, "bob"), training("reads", datasets=["fashion-mnist"]))
+    await runs(api, controller, row)  # bob's job in b runs, mounting it
+    ds = fashion_mnist(a)
+    controller.datasets.apply(ds)  # b taken out
+    assert ("fashion-mnist", b) not in controller.datasets.wanted()
+    ours = controller.backend.datasets
+    passes = ours.passes
+    await until(lambda: ours.passes > passes + 2, "a few passes (rechecks while in use)", tick=controller.tick)
     assert await asyncio.to_thread(claim, api, b) is not None
-    assert (ds.name, b) in backend.datasets.held
-    room.using.clear()  # the notebook stopped: removed at the next recheck
+    assert (ds.name, b) in ours.held
+    controller.cancel(ADMIN, row)  # the job ends: nothing uses it, removed at the next recheck
     await until(lambda: claim(api, b) is None and volume(api, volume_name(ds, b)) is None,
-                f"the claim and volume of {b} to go", in_thread=True)
+                f"the claim and volume of {b} to go", tick=controller.tick, in_thread=True)
+    assert not controller.datasets.in_use(ds.name, b)
     assert (await asyncio.to_thread(claim, api, a)).status.phase == "Bound"  # the other namespace keeps its own
     assert (await asyncio.to_thread(volume, api, volume_name(ds, a))) is not None
+    assert controller.datasets.state(ds.name, a) == ("Bound", None)
 
 
 @pytest.mark.asyncio
-async def test_a_deleted_claim_is_made_again_and_binds_its_volume_again(api, namespaces, backend):
+async def test_a_deleted_claim_is_made_again_and_binds_its_volume_again(api, namespaces, controller):
     a, _, _ = namespaces
     ds = fashion_mnist(a)
-    backend.datasets_changed({(ds.name, a): ds})
-    await state_is(backend, (ds.name, a), "Bound")
+    serve(controller, ds)
+    await state_is(controller, (ds.name, a), "Bound")
     core = client.CoreV1Api(api)
     old = (await asyncio.to_thread(claim, api, a)).metadata.uid
     await asyncio.to_thread(core.delete_namespaced_persistent_volume_claim, "fashion-mnist", a)
@@ -315,11 +365,11 @@ async def test_a_deleted_claim_is_made_again_and_binds_its_volume_again(api, nam
     pvc = await until(remade, f"the claim in {a} made again and Bound", 60, in_thread=True)
     pv = await asyncio.to_thread(volume, api, volume_name(ds, a))
     assert pv.status.phase == "Bound" and pv.spec.claim_ref.uid == pvc.metadata.uid
-    await state_is(backend, (ds.name, a), "Bound")
+    await state_is(controller, (ds.name, a), "Bound")
 
 
 @pytest.mark.asyncio
-async def test_claim_and_path_sources(api, namespaces, backend):
+async def test_claim_and_path_sources(api, namespaces, controller):
     """``claim``: Pending with what is missing until that claim exists and is Bound. ``path``: Bound."""
     a, _, _ = namespaces
     mine = parse_dataset({"apiVersion": "tenancy.jupyter.org/v1alpha1", "kind": "Dataset", "metadata": {"name": "mine"},
@@ -327,9 +377,9 @@ async def test_claim_and_path_sources(api, namespaces, backend):
     folder = parse_dataset({"apiVersion": "tenancy.jupyter.org/v1alpha1", "kind": "Dataset",
                             "metadata": {"name": "folder"},
                             "spec": {"namespaces": [a], "source": {"path": "/srv/data/fashion"}}})
-    backend.datasets_changed({("mine", a): mine, ("folder", a): folder})
-    await state_is(backend, ("folder", a), "Bound")
-    _, message = await state_is(backend, ("mine", a), "Pending")
+    serve(controller, mine, folder)
+    await state_is(controller, ("folder", a), "Bound")
+    _, message = await state_is(controller, ("mine", a), "Pending")
     assert message == f"there is no PersistentVolumeClaim fashion-demo-pvc in {a}; make it there (the dataset names it)"
     assert claim_name(mine) == "fashion-demo-pvc"
     # the seed's own PV and PVC, made by an admin
@@ -344,7 +394,7 @@ async def test_claim_and_path_sources(api, namespaces, backend):
         "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "fashion-demo-pvc"},
         "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": pv_name,
                  "resources": {"requests": {"storage": "10Gi"}}}})
-    await state_is(backend, ("mine", a), "Bound")
+    await state_is(controller, ("mine", a), "Bound")
     assert await asyncio.to_thread(volume, api, volume_name(mine, a)) is None  # nothing of ours made for it
 
 
@@ -359,10 +409,12 @@ def apply_crd(api, path: Path) -> None:
 
 
 @pytest.mark.asyncio
-async def test_dataset_objects_on_the_cluster_are_handed_to_the_service(api, namespaces, backend):
-    """The chart's CRD applied; the backend follows the Dataset objects: every good one is handed over
-    (``from_cluster``), a bad one is one line on the health and left out, a deleted one goes."""
+async def test_dataset_objects_on_the_cluster_are_declared_in_the_service(api, namespaces, controller):
+    """The chart's CRD applied; the backend follows the Dataset objects and hands them to the room
+    (``from_cluster``): every good one is declared, of origin ``cluster``, and provisioned; a bad one is
+    one line on the health and left out; a deleted one goes."""
     a, b, _ = namespaces
+    serve(controller)
     await asyncio.to_thread(apply_crd, api, REPO / "helm" / "crds" / "dataset.yaml")
     custom = client.CustomObjectsApi(api)
     group, version, plural = "tenancy.jupyter.org", "v1alpha1", "datasets"
@@ -377,24 +429,26 @@ async def test_dataset_objects_on_the_cluster_are_handed_to_the_service(api, nam
                                             "mountPath": "/datasets/f"}), "the CRD served", in_thread=True)
     # the schema lets it through (a path is absolute), the service's own check does not (..)
     await asyncio.to_thread(create, bad, {"namespaces": [a], "source": {"path": "/srv/../etc"}})
-    task = asyncio.ensure_future(backend.dataset_objects.run())
-    room, health = backend.controller.datasets, backend.controller.health
+    task = asyncio.ensure_future(controller.backend.dataset_objects.run())
+    room, health = controller.datasets, controller.health
     try:
-        def handed():
-            names = {d.name for d in room.cluster or []}
-            return good in names and names
-        names = await until(handed, "the Dataset objects handed over")
-        assert bad not in names
+        await until(lambda: good in room.declared, "the Dataset object declared in the service",
+                    show=lambda: sorted(room.declared))
+        assert room.origin(good) == "cluster"
+        assert bad not in room.declared and room.origin(bad) is None
         found = await until(lambda: health.problems.get("dataset-objects"), "the bad one on the health")
         assert found.message.startswith(f"the cluster's Dataset {bad} is not used: Dataset {bad}: spec.source.path")
         assert "'..'" in found.message and not found.blocking
-        ds = next(d for d in room.cluster if d.name == good)
+        ds = room.declared[good]
         assert (ds.namespaces, ds.mount_path, ds.read_only) == ((a, b), "/datasets/f", True)
+        assert sorted(k for k in room.wanted() if k[0] == good) == [(good, a), (good, b)]
+        for ns in (a, b):  # the backend was told of it and answers for it
+            await state_is(controller, (good, ns), "Bound")
         await asyncio.to_thread(custom.delete_cluster_custom_object, group, version, plural, bad)
         await until(lambda: "dataset-objects" not in health.problems, "the problem gone with the object")
         await asyncio.to_thread(custom.delete_cluster_custom_object, group, version, plural, good)
-        await until(lambda: room.cluster is not None and good not in {d.name for d in room.cluster},
-                    "the deleted one gone from the set")
+        await until(lambda: good not in room.declared, "the deleted one gone from the service")
+        assert room.origin(good) is None and not [k for k in room.wanted() if k[0] == good]
     finally:
         task.cancel()
         for name in (good, bad):
@@ -411,38 +465,3 @@ def _try(fn, *args):
         if err.status == 404:
             return None
         raise
-
-
-@pytest.mark.asyncio
-async def test_service_and_backend_end_to_end(control_plane, api, namespaces, tmp_path):
-    """The service's controller with its datasets room and the Kubernetes backend: the dataset applied
-    through the room is provisioned, reported Bound by the room, and a training workload naming it
-    mounts it."""
-    try:
-        import hub_ext.service.datasets  # noqa: F401
-    except ImportError:
-        pytest.skip("hub_ext.service.datasets (the service's datasets room, issue 20) is not in this branch yet; "
-                    "it runs once the core branch is merged")
-    from hub_ext.service.controller import Controller
-    from hub_ext.service.store import Store
-
-    a, b, _ = namespaces
-    ds = fashion_mnist(a, b)
-    backend = KubernetesBackend(api_client=api, dataset_recheck_seconds=0.5, poll_seconds=0.3)
-    controller = Controller(store=Store(f"sqlite:///{tmp_path}/t.sqlite"), backend=backend, tree=None)
-    try:
-        controller.datasets.apply(ds, "config")
-        backend.datasets_changed(controller.datasets.wanted())
-        for ns in (a, b):
-            await until(lambda ns=ns: (claim(api, ns) is not None and claim(api, ns).status.phase == "Bound"),
-                        f"the claim in {ns} Bound", 60, in_thread=True)
-        await until(lambda: backend.datasets.states.get((ds.name, a), (None,))[0] == "Bound", "Bound reported")
-        row = training_row(a, "e2e")
-        row.spec["datasets"] = [{"name": ds.name}]  # as admission stores a body's "datasets"
-        mounts = controller.datasets.uses(row)
-        assert [(u["name"], u["mountPath"], u["readOnly"]) for u in mounts] == [(ds.name, MOUNT, True)]
-        spec = backend.manifest(row, SimpleNamespace(name="e2e-0", uid=0))["spec"]
-        assert spec["containers"][0]["volumeMounts"] == [{"name": "dataset-fashion-mnist", "mountPath": MOUNT,
-                                                          "readOnly": True}]
-    finally:
-        backend.close()
