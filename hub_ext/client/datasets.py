@@ -99,23 +99,15 @@ def applied_text(d: dict) -> str:
 def read_manifests(path: str) -> list[dict]:
     """The Dataset objects of a YAML or JSON file (several documents or a List too), each checked as the
     service will; together they are checked as one set (names and mount paths unique)."""
-    from ..quota.dataset import KIND, check_datasets, parse_dataset
+    from ..quota.dataset import KIND, parse_datasets
     from ..quota.manifests import flatten, read_file
 
     docs = flatten(read_file(path), path)
     if not docs:
         raise ValidationError(f"{path}: no Dataset in it")
-    parsed = []
     for i, raw in enumerate(docs):
         if raw.get("kind") != KIND:
             what = f"a {raw['kind']}" if isinstance(raw.get("kind"), str) else "an object without a kind"
             raise ValidationError(f"{path}: document {i + 1}: {what}, not a {KIND} (kind: {KIND})")
-        try:
-            parsed.append(parse_dataset(raw))
-        except ValidationError as err:
-            raise err.within(f"{path}: document {i + 1}") from None
-    try:
-        check_datasets(parsed)
-    except ValidationError as err:
-        raise err.within(path) from None
+    parse_datasets(docs, lambda i: f"{path}: document {i + 1}", str(path))
     return docs

@@ -183,6 +183,22 @@ def check_datasets(datasets) -> None:
         seen[ds.name] = ds
 
 
+def parse_datasets(raws, item, where: str) -> list[Dataset]:
+    """Datasets declared together, each parsed (a bad one's line begins ``item(i)``, ``i`` its index
+    from 0), then checked together (a clash's line begins ``where``: names, mount paths)."""
+    out = []
+    for i, raw in enumerate(raws):
+        try:
+            out.append(parse_dataset(raw))
+        except ValidationError as err:
+            raise err.within(item(i)) from None
+    try:
+        check_datasets(out)
+    except ValidationError as err:
+        raise err.within(where) from None
+    return out
+
+
 def claim_need(ds: Dataset) -> dict[str, int]:
     """What one claim of ``ds`` adds to each quota key a claim counts against (nothing without a claim)."""
     if not ds.makes_claims:

@@ -30,7 +30,7 @@ from ..backends.kubernetes.api import KubernetesError
 from ..backends.kubernetes.leader import lease_namespace
 from ..backends.local import LocalBackend
 from ..quota.errors import ValidationError
-from ..quota.dataset import check_datasets, parse_dataset
+from ..quota.dataset import parse_datasets
 from ..quota.manifests import parse_object, read_file
 from ..quota.quantity import parse_resource_list
 from ..quota.tree import parse_tree
@@ -420,17 +420,7 @@ class TenancyService(Application):
 
     def _datasets(self) -> list:
         """``datasets``, each parsed, and checked together (names, mount paths): one line for a bad one."""
-        out = []
-        for i, raw in enumerate(self.datasets):
-            try:
-                out.append(parse_dataset(raw))
-            except ValidationError as err:
-                raise err.within(f"TenancyService.datasets[{i}]") from None
-        try:
-            check_datasets(out)
-        except ValidationError as err:
-            raise err.within("TenancyService.datasets") from None
-        return out
+        return parse_datasets(self.datasets, lambda i: f"TenancyService.datasets[{i}]", "TenancyService.datasets")
 
     def _default_requests(self) -> dict:
         for kind, amounts in self.default_requests.items():

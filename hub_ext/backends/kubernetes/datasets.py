@@ -369,7 +369,14 @@ class Datasets:
             fixed.pop("status", None)
             fixed["metadata"].pop("managedFields", None)
             fixed["spec"]["claimRef"] = self.volume_manifest(ds, ns, digest)["spec"]["claimRef"]
-            volume = await b.calls.call(b.api.replace, PV, fixed)
+            try:
+                volume = await b.calls.call(b.api.replace, PV, fixed)
+            except KubernetesError as err:
+                if err.status != 409:
+                    raise
+                # kube-controller-manager's volume controller wrote it meanwhile (our copy is older): the
+                # watch brings the new one and the next pass points it again; not a failure
+                return PENDING, f"PersistentVolume {name} was released by its deleted claim; it is being repaired"
             b.log.info("PersistentVolume %s was released by its deleted claim; pointed at %s/%s again", name, ns,
                        claim_name(ds))
         return volume
