@@ -409,7 +409,11 @@ class Datasets:
                     # the quota controller has not counted the namespace yet: not a refusal, a moment's wait
                     return PENDING, _words(err)
                 else:
-                    return self._refuse(ds, ns, digest, _words(err))
+                    # A pass that raced this one may have made the claim just now (our cache has not seen
+                    # it): the quota then refuses a second one. The claim that exists is the answer.
+                    claim = await b.calls.call(b.api.read, PVC, ns, name) if err.status == 403 else None
+                    if claim is None:
+                        return self._refuse(ds, ns, digest, _words(err))
         meta = claim["metadata"]
         if (meta.get("labels") or {}).get(DATASET_LABEL) != ds.name:
             return self._refuse(ds, ns, digest, f"PersistentVolumeClaim {ns}/{name} exists and was not made by "
