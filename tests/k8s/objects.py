@@ -25,3 +25,27 @@ def remove(api, namespaces, node: str | None = None) -> None:
             core.delete_node(node)
         except ApiException:
             pass
+
+
+def dataset_namespaces(control_plane, api, prefix: str, stems):
+    """Fresh namespaces ``<prefix>-<stem>-<suffix>`` for a datasets test (a generator for a fixture to
+    yield from): afterwards the PersistentVolumes made for them (cluster-scoped, labelled with their
+    namespace) and the namespaces, their pods at once, are removed."""
+    import uuid
+
+    from hub_ext.backends.kubernetes.datasets import NAMESPACE_LABEL
+
+    suffix = uuid.uuid4().hex[:6]
+    names = [f"{prefix}-{stem}-{suffix}" for stem in stems]
+    for ns in names:
+        control_plane.create_namespace(ns)
+    yield names
+    core = client.CoreV1Api(api)
+    for ns in names:
+        for pv in core.list_persistent_volume(label_selector=f"{NAMESPACE_LABEL}={ns}").items:
+            core.delete_persistent_volume(pv.metadata.name)
+        try:
+            core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+            core.delete_namespace(ns)
+        except ApiException:
+            pass

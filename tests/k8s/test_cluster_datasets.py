@@ -37,6 +37,7 @@ from hub_ext.service.controller import Controller, Forbidden, Identity
 from hub_ext.service.store import Store
 from hub_ext.tenants import Tenant
 
+from objects import dataset_namespaces
 from waiting import quiet_passes, until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,20 +61,7 @@ def fashion_mnist(*namespaces, name="fashion-mnist", **spec):
 @pytest.fixture
 def namespaces(control_plane, api):
     """Three fresh namespaces; their PVs (cluster-scoped) and the namespaces removed afterwards."""
-    suffix = uuid.uuid4().hex[:6]
-    names = [f"ds-{stem}-{suffix}" for stem in ("a", "b", "c")]
-    for ns in names:
-        control_plane.create_namespace(ns)
-    yield names
-    core = client.CoreV1Api(api)
-    for ns in names:
-        for pv in core.list_persistent_volume(label_selector=f"{NAMESPACE_LABEL}={ns}").items:
-            core.delete_persistent_volume(pv.metadata.name)
-        try:
-            core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
-            core.delete_namespace(ns)
-        except ApiException:
-            pass
+    yield from dataset_namespaces(control_plane, api, "ds", ("a", "b", "c"))
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ backend run in this process; everything is read back from the API server.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from types import SimpleNamespace
 
 import pytest
@@ -32,6 +31,7 @@ from hub_ext.service.controller import Controller
 from hub_ext.service.datasets import Conflict
 from hub_ext.service.store import Store
 
+from objects import dataset_namespaces
 from waiting import until
 
 GROUP, VERSION = "data.fluid.io", "v1alpha1"
@@ -104,19 +104,7 @@ def no_fluid(api):
 
 @pytest.fixture
 def namespaces(control_plane, api):
-    suffix = uuid.uuid4().hex[:6]
-    names = [f"fl-{stem}-{suffix}" for stem in ("a", "b")]
-    for ns in names:
-        control_plane.create_namespace(ns)
-    yield names
-    core = client.CoreV1Api(api)
-    for ns in names:
-        for pv in core.list_persistent_volume(label_selector=f"{NAMESPACE_LABEL}={ns}").items:
-            core.delete_persistent_volume(pv.metadata.name)
-        try:
-            core.delete_namespace(ns)
-        except ApiException:
-            pass
+    yield from dataset_namespaces(control_plane, api, "fl", ("a", "b"))
 
 
 @pytest_asyncio.fixture
