@@ -38,7 +38,7 @@ from hub_ext.service.store import Store
 from hub_ext.tenants import Tenant
 
 from objects import dataset_namespaces
-from waiting import quiet_passes, until
+from waiting import quiet_passes, until, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 MOUNT = "/datasets/fashion-mnist"
@@ -308,6 +308,46 @@ async def test_a_claim_the_quota_forbids_is_refused_with_its_words_and_jobs_wait
     pod = await runs(api, controller, row)
     assert mounted(pod.spec, pod.spec.containers[0]) == {MOUNT: ("fashion-mnist", True, True)}
     assert controller.health.problems == {}
+
+
+@pytest.mark.asyncio
+async def test_a_quota_that_changes_while_the_refused_create_is_out_is_tried_again(api, namespaces, controller):
+    """The race the full run met under load: the quota is raised, and the watch brings the new limits
+    while the create the API server refused (by the old ones) is still on its way back. The refusal
+    counts against the quota the create was made under, so the raised quota is tried again instead of
+    leaving the dataset Refused for good. The test raises the quota at that moment (between the API
+    server's 403 and the backend reading it), as load cannot be timed so."""
+    a, _, c = namespaces
+    core = client.CoreV1Api(api)
+    quota = client.V1ResourceQuota(metadata=client.V1ObjectMeta(name="storage"),
+                                   spec=client.V1ResourceQuotaSpec(hard={"persistentvolumeclaims": "0"}))
+    await asyncio.to_thread(core.create_namespaced_resource_quota, c, quota)
+    await until(lambda: (core.read_namespaced_resource_quota("storage", c).status.hard or {}).get(
+        "persistentvolumeclaims") == "0", "the quota's status", in_thread=True)
+    backend = controller.backend
+    ours = backend.datasets
+    creates = []
+    original = backend.api.request
+
+    def spy(method, path, **kw):  # on the backend's call thread
+        if method != "POST" or path != f"/api/v1/namespaces/{c}/persistentvolumeclaims":
+            return original(method, path, **kw)
+        creates.append(path)
+        try:
+            return original(method, path, **kw)
+        finally:
+            if len(creates) == 1:  # refused by the old limits; the watch sees the new ones before we go on
+                before = ours.quota_signature(c)
+                quota.spec.hard = {"persistentvolumeclaims": "1"}
+                core.replace_namespaced_resource_quota("storage", c, quota)
+                wait_for(lambda: ours.quota_signature(c) != before, "the watch's quota changed")
+
+    backend.api.request = spy
+    ds = fashion_mnist(a, c)
+    serve(controller, ds)
+    await state_is(controller, (ds.name, c), "Bound")
+    assert len(creates) == 2, creates
+    assert (await asyncio.to_thread(claim, api, c)).status.phase == "Bound"
 
 
 @pytest.mark.asyncio

@@ -32,7 +32,7 @@ from hub_ext.service.datasets import Conflict
 from hub_ext.service.store import Store
 
 from objects import dataset_namespaces
-from waiting import until
+from waiting import CALL_TIMEOUT, until, wait_for
 
 GROUP, VERSION = "data.fluid.io", "v1alpha1"
 MOUNT = "/datasets/fashion-mnist"
@@ -64,32 +64,62 @@ def crd_names(paths) -> list[str]:
     return [yaml.safe_load(p.read_text())["metadata"]["name"] for p in paths]
 
 
-def remove_crds(api, names) -> None:
+def crd_states(api, names) -> dict:
+    """Each CRD's state: "absent", "terminating" (deleted, its objects still being removed) or
+    "established" / "not established"."""
     ext = client.ApiextensionsV1Api(api)
+    out = {}
     for name in names:
         try:
-            ext.delete_custom_resource_definition(name)
+            crd = ext.read_custom_resource_definition(name, _request_timeout=CALL_TIMEOUT)
         except ApiException as err:
             if err.status != 404:
                 raise
+            out[name] = "absent"
+            continue
+        if crd.metadata.deletion_timestamp:
+            out[name] = "terminating"
+        else:
+            conds = {c.type: c.status for c in ((crd.status and crd.status.conditions) or [])}
+            out[name] = "established" if conds.get("Established") == "True" else "not established"
+    return out
+
+
+def remove_crds(api, names) -> None:
+    """Delete the CRDs and wait until they are gone: a CRD still terminating answers a create with 409
+    and then disappears, so the next test would find Fluid served and then not."""
+    ext = client.ApiextensionsV1Api(api)
+    for name in names:
+        try:
+            ext.delete_custom_resource_definition(name, _request_timeout=CALL_TIMEOUT)
+        except ApiException as err:
+            if err.status != 404:
+                raise
+    wait_for(lambda: set(crd_states(api, names).values()) == {"absent"}, "Fluid's CRDs removed", 120,
+             show=lambda: crd_states(api, names))
 
 
 @pytest.fixture
 def fluid(api):
     """Fluid's Dataset and AlluxioRuntime CRDs applied (from the cache, fetched from the Go module
-    proxy once), removed afterwards: the other tests see a cluster without Fluid."""
+    proxy once) and established, removed afterwards: the other tests see a cluster without Fluid."""
     try:
         paths = fluid_crds.crds()
     except fluid_crds.Unavailable as err:
         pytest.skip(f"Fluid's CRDs cannot be had from a registry here: {err}")
+    names = crd_names(paths)
+    # one a test before left terminating must be gone first, or our create would meet it (409)
+    wait_for(lambda: "terminating" not in crd_states(api, names).values(), "an earlier test's Fluid CRDs gone",
+             120, show=lambda: crd_states(api, names))
     ext = client.ApiextensionsV1Api(api)
     for path in paths:
         try:
-            ext.create_custom_resource_definition(yaml.safe_load(path.read_text()))
+            ext.create_custom_resource_definition(yaml.safe_load(path.read_text()), _request_timeout=CALL_TIMEOUT)
         except ApiException as err:
             if err.status != 409:
                 raise
-    names = crd_names(paths)
+    wait_for(lambda: set(crd_states(api, names).values()) == {"established"}, "Fluid's CRDs established", 120,
+             show=lambda: crd_states(api, names))
     yield names
     remove_crds(api, names)
 

@@ -95,6 +95,9 @@ class Datasets:
         self.chosen_key = None  # what was accelerated when the caches' refusals were last forgotten
         self.states: dict[tuple[str, str], tuple[str, str | None]] = {}  # last reported
         self.refused: dict[tuple[str, str], tuple[str, str]] = {}  # pair -> (source hash, quota signature)
+        # pair -> the quota signature when its pass began: a refusal is kept against the quota the API
+        # server answered for, not one that changed while the call was out (it is tried again then)
+        self.asked: dict[tuple[str, str], str] = {}
         self.held: set[tuple[str, str]] = set()  # no longer wanted, still in use: removed later
         self.claims: dict[tuple[str, str], dict] = {}  # (namespace, name) -> every claim of the cluster
         self.volumes: dict[str, dict] = {}  # name -> our PersistentVolumes
@@ -291,7 +294,8 @@ class Datasets:
         if ds.source_kind == "claim":
             return await self._existing_claim(ds, ns)
         pair, digest = (ds.name, ns), source_hash(ds)
-        if pair in self.refused and self.refused[pair] == (digest, self.quota_signature(ns)):
+        self.asked[pair] = self.quota_signature(ns)
+        if self.refused.get(pair) == (digest, self.asked[pair]):
             return self.states.get(pair, (REFUSED, None))
         volume = await self._ensure_volume(ds, ns, digest)
         if isinstance(volume, tuple):
@@ -431,7 +435,10 @@ class Datasets:
         pair = (ds.name, ns)
         if self.states.get(pair) != (REFUSED, message):
             self.backend.log.warning("dataset %s in %s is refused: %s", ds.name, ns, message)
-        self.refused[pair] = (digest, self.quota_signature(ns))
+        asked = self.asked.get(pair, self.quota_signature(ns))
+        self.refused[pair] = (digest, asked)
+        if asked != self.quota_signature(ns):  # the quota changed while the call was out: ask again
+            self.kick()
         return REFUSED, message
 
     async def _binder_words(self, ns: str, name: str) -> str:
@@ -462,6 +469,7 @@ class Datasets:
             await self._delete_pair(*pair)
             self.states.pop(pair, None)
             self.refused.pop(pair, None)
+            self.asked.pop(pair, None)
             self.backend.log.info("removed dataset %s from %s (no longer wanted, nothing mounts it)", *pair)
 
     async def _ours(self) -> set[tuple[str, str]]:
