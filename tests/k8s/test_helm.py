@@ -517,7 +517,8 @@ def release(control_plane, api, helm, seed_classes, tmp_path):
     r = types.SimpleNamespace()
     r.suffix, r.namespace, r.name = suffix, f"helm-{suffix}", "tenancy"
     r.team, r.shared, r.instance = f"team-{suffix}", f"shared-{suffix}", f"helm-{suffix}"
-    r.node, r.label = f"helm-{suffix}", {"tenancy-test/helm": suffix}
+    # a letter first: a hex suffix such as 1502e6 would be a number to YAML, and the schema wants a string
+    r.node, r.label = f"helm-{suffix}", {"tenancy-test/helm": f"h{suffix}"}
     r.values = {
         "image": {"repository": "registry.invalid/jupyterhub-tenancy"},  # kwok pulls nothing
         "hub": {"apiToken": "t" * 64},
