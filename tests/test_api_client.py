@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 import pytest
 import pytest_asyncio
 from tornado import web
 from tornado.httpserver import HTTPServer
+from tornado.iostream import StreamClosedError
 from tornado.netutil import bind_sockets
 
 from hub_ext.apiclient import ServiceDown, ServiceRefused, TenancyClient, TenancyError
@@ -172,6 +174,41 @@ async def test_both_clients_read_the_event_stream_alike(service):
     expected = [{"type": "workload", "workload": {"id": "ab12"}}, None, {"type": "tree"}]
     assert sync == [None] + expected  # the first None: connected
     assert aio == expected
+
+
+class _EndlessEvents(web.RequestHandler):
+    async def get(self):
+        self.set_header("Content-Type", "text/event-stream")
+        try:
+            while True:
+                self.write(": keep-alive\n\n")
+                await self.flush()
+                await asyncio.sleep(0.02)
+        except StreamClosedError:
+            self.application.settings["closed"].set()
+
+
+@pytest.mark.asyncio
+async def test_a_stream_its_reader_left_is_dropped_without_a_word_in_the_log(caplog):
+    """A Lab page closed: the stream is dropped at the next thing the service sends, the service sees
+    it closed, and nothing is logged (tornado logged an uncaught exception with its traceback)."""
+    closed = asyncio.Event()
+    app = web.Application([(r"/api/v1/events", _EndlessEvents)], closed=closed)
+    sockets = bind_sockets(0, "127.0.0.1")
+    server = HTTPServer(app)
+    server.add_sockets(sockets)
+    seen = []
+    try:
+        with caplog.at_level(logging.DEBUG):
+            await asyncio.wait_for(AsyncTenancyClient(f"http://127.0.0.1:{sockets[0].getsockname()[1]}/api/v1", TOKEN)
+                                   .events(seen.append, lambda: len(seen) >= 3), 60)
+            await asyncio.wait_for(closed.wait(), 60)
+    finally:
+        server.stop()
+    assert seen == [None, None, None]
+    client_side = [r for r in caplog.records if r.name.startswith("tornado") and "Uncaught" in r.getMessage()
+                   or "Malformed" in r.getMessage() or r.exc_info]
+    assert client_side == [], [r.getMessage() for r in client_side]
 
 
 def test_events_may_arrive_in_any_pieces():

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Callable
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+from tornado.httputil import HTTPInputError
 
 from .calls import Call, Calls, environment, headers
 from .errors import NotConfigured, TenancyError, refusal, unreachable
@@ -74,5 +76,18 @@ class AsyncTenancyClient(Calls):
             raise self._failure(err) from None
 
 
-class _Stopped(Exception):
-    """Raised in the stream's callback to drop the connection once its reader has gone."""
+class _Stopped(HTTPInputError):
+    """Raised in the stream's callback to drop the connection once its reader has gone.
+
+    Tornado has no way to abort a fetch: an exception from the streaming callback closes the
+    connection. Any other exception is logged as an uncaught error with its traceback (the hub's
+    log got one each time a Lab page closed); an ``HTTPInputError`` is one info line, "Malformed
+    HTTP message", which ``_not_a_malformed_message`` keeps out of the log as well.
+    """
+
+
+def _not_a_malformed_message(record: logging.LogRecord) -> bool:
+    return not any(isinstance(arg, _Stopped) for arg in (record.args if isinstance(record.args, tuple) else ()))
+
+
+logging.getLogger("tornado.general").addFilter(_not_a_malformed_message)
