@@ -92,6 +92,13 @@ class TenancySpawnerMixin(Configurable):
         # Queued notebooks may wait for a long time; the spawn page explains why meanwhile.
         return 3600
 
+    @default("http_timeout")
+    def _default_http_timeout(self):
+        # JupyterHub's 30 s for a started server to answer is short for JupyterLab on a busy
+        # machine (two cores shared with other servers and training jobs); a server that is slow,
+        # not broken, would be stopped and its room given away.
+        return 120
+
     @default("options_form")
     def _default_options_form(self):
         return self._tenancy_options_form
