@@ -324,11 +324,7 @@ class Replay:
     # -- datasets ----------------------------------------------------------------------------
     def _room(self):
         """The service's datasets room (``controller.datasets``)."""
-        room = getattr(self.controller, "datasets", None)
-        if room is None:
-            raise ReplayError("this version of the service has no datasets (controller.datasets): the scenario's "
-                              "Dataset objects cannot be replayed")
-        return room
+        return self.controller.datasets
 
     def _datasets_changed(self) -> None:
         """Tell the backend what the service wants now, as the service does after a dataset changed."""
@@ -374,9 +370,7 @@ class Replay:
 
     def _datasets_report(self) -> dict:
         """``{dataset: {namespace: state}}`` in the scenario's names, as ``simulate`` reports it."""
-        room = getattr(self.controller, "datasets", None)
-        if room is None:
-            return {}
+        room = self._room()
         ours = self.backend.datasets
         out: dict[str, dict[str, str]] = {name: {} for name in sorted(room.declared)}
         for (name, ns), (state, _) in sorted(ours.states.items()):
@@ -386,8 +380,8 @@ class Replay:
 
     def _datasets_unsettled(self) -> str | None:
         """What of the datasets is not settled yet (a blocking call: it reads the quotas of refused claims)."""
-        room = getattr(self.controller, "datasets", None)
-        if room is None or not room.declared:
+        room = self._room()
+        if not room.declared:
             return None
         ours = self.backend.datasets
         if ours.busy or (ours.dirty is not None and ours.dirty.is_set()):

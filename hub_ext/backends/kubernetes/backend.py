@@ -341,6 +341,12 @@ class KubernetesBackend(LoggingConfigurable, Backend):
     def controller(self):
         return self._controller
 
+    @property
+    def datasets_room(self):
+        """The service's datasets room, or None for a controller without one (the benches' and some
+        tests' controllers): the one place the backend's datasets parts ask for it."""
+        return getattr(self._controller, "datasets", None)
+
     @controller.setter
     def controller(self, controller) -> None:
         self._controller = controller

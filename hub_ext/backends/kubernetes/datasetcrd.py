@@ -35,7 +35,7 @@ class ClusterDatasets:
         self._scheduled = False
 
     def room(self):
-        return getattr(self.backend.controller, "datasets", None)
+        return self.backend.datasets_room
 
     async def run(self) -> None:
         """Until cancelled: start the watch once the kind is served (asked again every ``checks_seconds``)."""

@@ -128,7 +128,7 @@ class Datasets:
 
     def chosen(self) -> set[str]:
         """The names an admin chose to accelerate (the service's room says)."""
-        room = getattr(self.backend.controller, "datasets", None)
+        room = self.backend.datasets_room
         return set(getattr(room, "accelerated", None) or ())
 
     def kick(self) -> None:
@@ -456,7 +456,7 @@ class Datasets:
 
     # -- what is no longer wanted -------------------------------------------------------------
     def _in_use(self, name: str, ns: str) -> bool:
-        room = getattr(self.backend.controller, "datasets", None)
+        room = self.backend.datasets_room
         return bool(room is not None and room.in_use(name, ns))
 
     async def remove_unwanted(self, wanted) -> None:

@@ -179,8 +179,8 @@ class Fluid:
 
     def tell(self, pair, state: str, message: str | None, claim: str | None) -> None:
         self.states[pair] = (state, message)
-        room = getattr(self.backend.controller, "datasets", None)
-        if room is not None and hasattr(room, "set_acceleration"):
+        room = self.backend.datasets_room
+        if room is not None:
             room.set_acceleration(pair[0], pair[1], state, message, claim if state == BOUND else None)
 
     # -- what is no longer chosen -------------------------------------------------------------

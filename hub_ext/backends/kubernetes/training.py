@@ -65,7 +65,7 @@ class Training:
 
     def uses(self, row) -> list[dict]:
         """What the workload mounts (the service's word: ``controller.datasets.uses``)."""
-        room = getattr(self.backend.controller, "datasets", None)
+        room = self.backend.datasets_room
         return list(room.uses(row)) if room is not None else []
 
     def job_manifest(self, row, pod) -> dict:
