@@ -26,7 +26,7 @@ kwok does for a container that exits 0; so durations need kwok nodes), and what
 that makes room for starts at that moment. Wall-clock time is only the cluster's
 own latency.
 
-Datasets: each Dataset object goes to the service's datasets room
+Datasets (``datasets.py``): each Dataset object goes to the service's datasets room
 (``controller.datasets.apply``) and the Kubernetes backend makes what each
 namespace needs (a PersistentVolume and a claim, bound by the cluster's PV
 controller; a claim a ResourceQuota forbids is Refused with the API server's
@@ -62,13 +62,11 @@ import secrets
 import tempfile
 import time
 
-from ..backends.kubernetes.api import POD, RESOURCE_QUOTA, Api, KubernetesError
-from ..backends.kubernetes.datasets import quota_signature
+from ..backends.kubernetes.api import POD, Api, KubernetesError
 from ..backends.kubernetes.follow import waiting_message
 from ..backends.kubernetes.foreign import pod_spec_of
 from ..backends.kubernetes.objects import JOB_NAME_LABEL, WORKLOAD_LABEL, key_of
 from ..quota.dataset import Dataset
-from ..sim.datasets import Datasets as DatasetGate
 from ..quota.errors import ValidationError
 from ..quota.limitrange import LimitRange
 from ..quota.manifests import read_file
@@ -79,12 +77,12 @@ from ..quota.quantity import add_into, format_list
 from ..quota.resourcequota import ResourceQuota
 from ..quota.tree import ElasticQuotaTree
 from ..quota.workloads import DURATION_ANNOTATION, WorkloadSpec
-from ..scheduler.model import DATASET_NOT_ALLOWED, Phase, Pod
-from ..scheduler.submission import Refused, resolve_priority
+from ..scheduler.model import DATASET_NOT_ALLOWED, Phase
 from ..scheduler.owners import Owner
 from ..service.identity import Identity
 from ..service.store import Store, WorkloadRow
 from ..service.workloads import TRAINING, check_datasets_field
+from .datasets import ReplayDatasets
 from .cluster import KWOK_NODE_ANNOTATION, Footprint, Names, ReplayError, check_node_selector, \
     namespaces_of, patch
 from ..sim.scenario import Ref, load_scenario, parse_scenario
@@ -105,7 +103,7 @@ def _pod_template(raw: dict) -> dict:
     return ((raw.get("spec") or {}).get("template") or {}).get("spec") or {}
 
 
-class Replay:
+class Replay(ReplayDatasets):
     """One replay of a scenario file on a cluster; ``run()`` yields one report per step."""
 
     def __init__(self, path: str, *, kubeconfig: str, context: str | None = None, node_selector: str | None = None,
@@ -320,84 +318,6 @@ class Replay:
                 self._release_held()
             else:
                 self._add_workload(raw, obj)
-
-    # -- datasets ----------------------------------------------------------------------------
-    def _room(self):
-        """The service's datasets room (``controller.datasets``)."""
-        return self.controller.datasets
-
-    def _datasets_changed(self) -> None:
-        """Tell the backend what the service wants now, as the service does after a dataset changed."""
-        self.backend.datasets_changed(self._room().wanted())
-
-    def _gate(self) -> DatasetGate:
-        """The simulator's gate, over the service's datasets and the states the backend read back."""
-        gate = DatasetGate()
-        gate.declared = dict(self._room().declared)
-        gate.claims = {pair: state for pair, state in self.backend.datasets.states.items()
-                       if pair in (self.backend.datasets.wanted or {})}
-        return gate
-
-    def _held_pods(self, spec: WorkloadSpec, gate: DatasetGate) -> list[Pod]:
-        """The pods a held workload would make now, each with why it is held (empty: it may go)."""
-        out = []
-        for name in Owner(spec).upcoming(self.controller.engine):
-            reason = gate.gate(spec, name)
-            if reason is None:
-                return []
-            try:
-                pc, priority, _ = resolve_priority(spec.template, self.controller.engine.classes, name)
-            except Refused:
-                pc, priority = None, 0
-            out.append(Pod(uid=0, namespace=spec.namespace, name=name, spec=spec.template,
-                           requests={r: a for r, a in spec.template.requests().items() if a},
-                           limits=spec.template.limits(), priority=priority,
-                           priority_class=pc.name if pc else spec.template.priority_class_name, created=self.clock.now,
-                           owner=None if spec.kind == "Pod" else (spec.kind, spec.name),
-                           phase=Phase.REJECTED if reason.code == DATASET_NOT_ALLOWED else Phase.PENDING,
-                           reason=reason))
-        return out
-
-    def _release_held(self) -> None:
-        """Hand each held workload whose datasets are all Bound to the service."""
-        if not self.held:
-            return
-        gate = self._gate()
-        for key, (raw, spec) in list(self.held.items()):
-            if not self._held_pods(spec, gate):
-                del self.held[key]
-                self._add_workload(raw, spec)
-
-    def _datasets_report(self) -> dict:
-        """``{dataset: {namespace: state}}`` in the scenario's names, as ``simulate`` reports it."""
-        room = self._room()
-        ours = self.backend.datasets
-        out: dict[str, dict[str, str]] = {name: {} for name in sorted(room.declared)}
-        for (name, ns), (state, _) in sorted(ours.states.items()):
-            if (name, ns) in (ours.wanted or {}) and name in out:
-                out[name][self.names.scenario(ns)] = state
-        return out
-
-    def _datasets_unsettled(self) -> str | None:
-        """What of the datasets is not settled yet (a blocking call: it reads the quotas of refused claims)."""
-        room = self._room()
-        if not room.declared:
-            return None
-        ours = self.backend.datasets
-        if ours.busy or (ours.dirty is not None and ours.dirty.is_set()):
-            return "the datasets are being made"
-        for (name, ns) in sorted(ours.wanted or {}):
-            state, message = ours.states.get((name, ns), (None, None))
-            if state is None:
-                return f"dataset {name} in {ns} is not made yet"
-            if state == "Pending":
-                return f"dataset {name} in {ns} is pending: {message}"
-            if state == "Refused":
-                # a quota raised in this step: refused until the watch has seen it and the claim was tried again
-                live = self.api.list(RESOURCE_QUOTA, None, ns)
-                if quota_signature(live) != ours.quota_signature(ns):
-                    return f"dataset {name} in {ns}: its namespace's ResourceQuotas changed; tried again"
-        return None
 
     def _add_workload(self, raw: dict, spec: WorkloadSpec) -> None:
         """The scenario's workload as one of the service's, with the scenario's owner for its pods."""
