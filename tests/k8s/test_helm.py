@@ -156,11 +156,16 @@ def rules_of(cluster_role) -> dict:
 def not_granted(cluster_role, config, roles=()) -> list:
     """What the backend, configured as ``config`` says, asks of the API server at start
     (checks.needed_permissions) and neither the ClusterRole nor a Role (in its namespace) grants."""
-    traits = {t: getattr(KubernetesBackend, t).default_value for t in ("use_jobs", "sync_cluster_limits", "provision")}
+    traits = {t: getattr(KubernetesBackend, t).default_value
+              for t in ("use_jobs", "sync_cluster_limits", "provision", "follow_dataset_objects")}
     service = types.SimpleNamespace(leader_election=config.TenancyService.get("leader_election", False),
                                     lease_namespace=config.TenancyService.get("lease_namespace"))
+    # the chart's datasets, each for some namespace, and any of them accelerated later by an admin
+    declared = bool(config.TenancyService.get("datasets"))
+    datasets = types.SimpleNamespace(wanted={("any", "team"): None} if declared else {},
+                                     chosen=lambda: {"any"} if declared else set())
     backend = types.SimpleNamespace(**{**traits, **{t: v for t, v in config.KubernetesBackend.items() if t in traits}},
-                                    parent=service)
+                                    parent=service, datasets=datasets)
     rules = rules_of(cluster_role)
     local = {role["metadata"]["namespace"]: rules_of(role) for role in roles}
 

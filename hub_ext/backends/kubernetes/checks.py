@@ -50,6 +50,15 @@ def needed_permissions(backend) -> list[tuple[str, str, str, str | None]]:
                 for v in ("get", "list", "create", "update", "delete", "escalate", "bind")]
         out += [(v, "rbac.authorization.k8s.io", "rolebindings", None) for v in ("get", "list", "create", "update", "delete")]
         out += [(v, "scheduling.k8s.io", "priorityclasses", None) for v in ("get", "create", "update", "delete")]
+    if backend.follow_dataset_objects:
+        out += [(v, "tenancy.jupyter.org", "datasets", None) for v in ("get", "list", "watch")]
+    if backend.datasets.wanted:  # a volume and a claim per namespace that may use a dataset
+        out += [(v, "", "persistentvolumes", None) for v in ("get", "list", "watch", "create", "update", "delete")]
+        out += [(v, "", "persistentvolumeclaims", None) for v in ("get", "list", "watch", "create", "delete")]
+        out += [("watch", "", "resourcequotas", None)]  # a refused claim is tried again when they change
+        if backend.datasets.chosen():  # accelerated: Fluid's objects
+            out += [(v, "data.fluid.io", r, None) for r in ("datasets", "alluxioruntimes")
+                    for v in ("get", "list", "create", "update", "delete")]
     namespace = lease_namespace_of(backend)
     if namespace is not None:
         out += [(v, "coordination.k8s.io", "leases", namespace) for v in ("get", "create", "update")]
