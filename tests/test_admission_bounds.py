@@ -144,3 +144,16 @@ def test_text_that_is_not_utf8_is_a_400_naming_the_field(controller, body, field
 def test_a_surrogate_pair_is_text(controller):
     check_body({"command": ["echo", "\U0001f600"]})
     assert parse_json('{"command": ["echo", "\\ud83d\\ude00"]}'.encode()) == {"command": ["echo", "\U0001f600"]}
+
+
+def test_the_counts_the_caps_read_follow_rows_in_and_out(controller):
+    rows = [controller.submit(who(controller, name), {"command": ["true"], "resources": {"requests": {"cpu": "9"}}})
+            for name in ("alice", "ann", "bob")]
+    active = controller.rows
+    assert (active.per_user, active.per_team) == ({"alice": 1, "ann": 1, "bob": 1}, {"team-a": 2, "team-b": 1})
+    controller.cancel(who(controller, "ann"), rows[1])
+    active[rows[0].id] = rows[0]  # the same row again (a restore) counts once
+    assert (active.per_user, active.per_team) == ({"alice": 1, "bob": 1}, {"team-a": 1, "team-b": 1})
+    assert active.pop("nope", None) is None and active.pop(rows[2].id) is rows[2]
+    del active[rows[0].id]
+    assert (active, active.per_user, active.per_team) == ({}, {}, {})

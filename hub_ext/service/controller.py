@@ -31,7 +31,7 @@ from ..scheduler.engine import Engine
 from ..scheduler.model import Reason
 from ..scheduler.owners import Owner
 from ..tenants import Tenant
-from .admission import Admission
+from .admission import ActiveRows, Admission
 from .books import Books
 from .datasets import Datasets
 from .health import Health
@@ -73,7 +73,7 @@ class Controller:
         self.tenants: list[Tenant] = []
         self.tree_manifest: dict | None = None  # the configured tree as written
         self.owners: dict[str, Owner] = {}
-        self.rows: dict[str, WorkloadRow] = {}  # active workloads
+        self.rows: dict[str, WorkloadRow] = ActiveRows()  # active workloads, counted per user and team
         self.pod_rows: dict[int, PodRow] = {}  # engine uid -> row
         self.foreign: dict[str, int] = {}  # cluster pods we did not create (by their cluster uid) -> engine uid
         self.listeners: set[asyncio.Queue] = set()
