@@ -1,8 +1,8 @@
 """What every tenancy spawner does: pick the team, queue the notebook, explain the wait, stop cleanly.
 
 A notebook is a ``low-priority-dev`` workload of the user's tenant. ``start()``
-submits it to the scheduler service with the server's own token (so the
-service sees the user, not the hub), waits until it is admitted while
+submits it to the scheduler service with the service's own token, naming the
+user (only the spawner may queue a notebook), waits until it is admitted while
 ``progress()`` streams the reason and queue position, then starts the server.
 A ResourceQuota/LimitRange rejection becomes a ``SpawnException`` that says
 which limit, how much is used and what to do. A notebook preempted earlier is
@@ -307,9 +307,16 @@ class TenancySpawnerMixin(Configurable):
         if self._notice:
             self.log.info("%s: %s", self._log_name, self._notice)
         self._latest = {}
+        token = self._service_token()
+        if not token:
+            raise SpawnException(f"The hub has no token of the scheduler service {self.tenancy_service_name!r}, which "
+                                 "alone may queue a notebook: ask an admin to check the hub's services.",
+                                 reason="tenancy", status_code=503)
         try:
-            wl = await self._tenancy().submit({
-                "kind": "notebook", "tenant": group.name, "serverName": self.name or "",
+            # With the service's token, naming the user: only the spawner queues notebooks (the
+            # server's token, which the notebook can read, would let code post notebooks at will).
+            wl = await self._tenancy(token).submit({
+                "kind": "notebook", "user": self.user.name, "tenant": group.name, "serverName": self.name or "",
                 "name": _workload_name(self.user.name, self.name),
                 "resources": resources, **({"profile": profile} if profile else {}),
             })

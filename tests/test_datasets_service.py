@@ -191,7 +191,7 @@ async def test_work_naming_a_dataset_not_ready_is_held_before_the_engine_and_sta
     shutil.rmtree(late, ignore_errors=True)
     c = make(tmp_path, folders, [dataset("svc-late", late, teams=["team-a", "team-b"])])
     assert c.datasets.state("svc-late", "team-a")[0] == "Pending"
-    row = c.submit(who(c, "alice"), {"kind": "notebook", "name": "needs", "resources": {"requests": {"cpu": "3"}},
+    row = c.submit(who(c, "alice").as_spawner(), {"kind": "notebook", "name": "needs", "resources": {"requests": {"cpu": "3"}},
                                      "datasets": ["svc-late"]})
     c.tick()
     view = c.view(row, events=True)
@@ -208,7 +208,7 @@ async def test_work_naming_a_dataset_not_ready_is_held_before_the_engine_and_sta
     dry = c.preview_submit(who(c, "bob"), {"command": ["true"], "replicas": 2, "datasets": ["svc-late"]})
     assert (dry["state"], dry["reason"]) == ("Pending", "dataset-not-ready")
     # other work is not held: bob's notebook without datasets starts at once
-    free = c.submit(who(c, "bob"), {"kind": "notebook"})
+    free = c.submit(who(c, "bob").as_spawner(), {"kind": "notebook"})
     c.tick()
     assert c.view(free)["state"] == "Running"
     folder(folders, "late-folder")
@@ -230,7 +230,7 @@ def test_work_naming_no_dataset_mounts_every_bound_one_of_its_namespace(tmp_path
                  mountPath="/datasets/pv")
     c = make(tmp_path, folders, [dataset("svc-fashion", folder(folders, "fashion"), teams=["team-a", "team-d"]),
                                  dataset("svc-other", folder(folders, "other"), teams=["team-b"], mountPath="/o"), pv])
-    nb = c.submit(who(c, "alice"), {"kind": "notebook"})
+    nb = c.submit(who(c, "alice").as_spawner(), {"kind": "notebook"})
     job = c.submit(who(c, "dave"), {"command": ["true"]})
     none = c.submit(who(c, "alice"), {"command": ["true"], "datasets": []})
     assert [d["name"] for d in c.view(nb)["datasets"]] == ["svc-fashion"]  # svc-pv is Refused here: not mounted

@@ -80,7 +80,7 @@ def test_one_user_may_queue_only_so_many_jobs(controller):
     alice = who(controller, "alice")
     for _ in range(3):
         controller.submit(alice, {"command": ["true"], "resources": {"requests": {"cpu": "9"}}})  # never fits: stays queued
-    with pytest.raises(TooMany, match="alice has 3 training jobs waiting already"):
+    with pytest.raises(TooMany, match="alice has 3 notebooks and jobs waiting or running already"):
         controller.submit(alice, {"command": ["true"]})
     controller.submit(who(controller, "bob"), {"command": ["true"]})  # a teammate is not held back by it
 
@@ -88,7 +88,7 @@ def test_one_user_may_queue_only_so_many_jobs(controller):
 @pytest.mark.asyncio
 async def test_only_the_spawners_credential_releases_a_notebook_without_stopping_it(controller):
     alice = who(controller, "alice")
-    row = controller.submit(alice, {"kind": "notebook", "resources": {"requests": {"cpu": "2"}}})
+    row = controller.submit(alice.as_spawner(), {"kind": "notebook", "resources": {"requests": {"cpu": "2"}}})
     controller.engine.schedule(0)
     with pytest.raises(Forbidden, match="only the hub's spawner"):
         controller.cancel(alice, row, by_spawner=True)
@@ -102,8 +102,8 @@ async def test_notebooks_whose_server_the_hub_lost_give_their_room_back(controll
     t = [100.0]
     controller.clock = lambda: t[0]
     alice, bob = who(controller, "alice"), who(controller, "bob")
-    gone = controller.submit(alice, {"kind": "notebook", "serverName": "gpu"})
-    kept = controller.submit(bob, {"kind": "notebook"})
+    gone = controller.submit(alice.as_spawner(), {"kind": "notebook", "serverName": "gpu"})
+    kept = controller.submit(bob.as_spawner(), {"kind": "notebook"})
     controller.tick()
     active = {("bob", "")}
     assert controller.reconcile_servers(active, grace=10) == []  # first seen missing: not yet
@@ -121,7 +121,7 @@ async def test_notebooks_whose_server_the_hub_lost_give_their_room_back(controll
 async def test_a_server_seen_again_is_not_released(controller):
     t = [100.0]
     controller.clock = lambda: t[0]
-    row = controller.submit(who(controller, "alice"), {"kind": "notebook"})
+    row = controller.submit(who(controller, "alice").as_spawner(), {"kind": "notebook"})
     controller.reconcile_servers(set(), grace=10)
     t[0] += 5
     controller.reconcile_servers({("alice", "")}, grace=10)  # the hub shows it again: the clock restarts

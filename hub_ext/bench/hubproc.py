@@ -188,7 +188,8 @@ c.JupyterHub.load_roles = [
     def _start_service(self) -> None:
         traits = {"backend_class": "hub_ext.backends.kubernetes.KubernetesBackend",
                   "db_url": f"sqlite:///{self.workdir / 'tenancy.sqlite'}",
-                  "max_queued_per_user": 0, "history_interval_seconds": 60.0, **self.service_traits}
+                  "max_queued_per_user": 0, "max_workloads_per_team": 0, "history_interval_seconds": 60.0,
+                  **self.service_traits}
         lines = ["c = get_config()  # noqa: F821"]
         lines += [f"c.TenancyService.{k} = {v!r}" for k, v in traits.items()]
         lines += [f"c.KubernetesBackend.{k} = {v!r}" for k, v in

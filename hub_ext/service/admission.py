@@ -1,14 +1,17 @@
 """Submissions in and workloads out: who may submit what where, the refusals (400, 403, 429), the dry
 run of a submission, and cancelling.
 
-A submission is checked (its body, its tenant, its priority class, the user's share
-of the queue), given its default requests, put in the engine and in the store's
-session; the scheduling loop decides on it. Nothing here decides who runs.
+A submission is checked (its body, its tenant, its priority class, the user's and the
+team's share of the service's work), given its default requests and raised to the floor
+every pod is charged, put in the engine and in the store's session; the scheduling loop
+decides on it. Only the hub's spawner creates notebooks (a notebook is a hub server), and
+only a notebook's owner or an admin stops one. Nothing here decides who runs.
 """
 
 from __future__ import annotations
 
 import secrets
+from collections import Counter
 
 from ..quota.errors import ValidationError
 from ..scheduler.model import Phase
@@ -16,7 +19,70 @@ from ..tenants import Tenant, tree_with_tenants
 from .books import owner_for
 from .identity import Forbidden, Identity, TooMany
 from .store import WorkloadRow
-from .workloads import FINAL, NOTEBOOK, TRAINING, check_body, with_default_requests
+from .workloads import FINAL, NOTEBOOK, TRAINING, check_body, with_default_requests, with_floor
+
+
+def team_of(tenant: str | None, namespace: str) -> str:
+    """What a team cap counts by: the tenant's group, else (a namespace outside every team) the namespace."""
+    return tenant if tenant is not None else f"namespace/{namespace}"
+
+
+class ActiveRows(dict):
+    """The active workloads by id (the controller's ``rows``), counted per user and per team as they
+    come and go: the caps read two counts instead of walking ten thousand queued rows on every
+    submission. A row's user, tenant and namespace never change, so the counts cannot drift."""
+
+    def __init__(self):
+        super().__init__()
+        self.per_user: Counter = Counter()
+        self.per_team: Counter = Counter()
+
+    def _count(self, row, step: int) -> None:
+        for counts, key in ((self.per_user, row.user), (self.per_team, team_of(row.tenant, row.namespace))):
+            counts[key] += step
+            if counts[key] <= 0:
+                del counts[key]
+
+    def __setitem__(self, key, row):
+        old = self.get(key)
+        if old is not None:
+            self._count(old, -1)
+        super().__setitem__(key, row)
+        self._count(row, 1)
+
+    def __delitem__(self, key):
+        self._count(self[key], -1)
+        super().__delitem__(key)
+
+    _MISSING = object()
+
+    def pop(self, key, default=_MISSING):
+        if key in self:
+            row = super().pop(key)
+            self._count(row, -1)
+            return row
+        if default is ActiveRows._MISSING:
+            raise KeyError(key)
+        return default
+
+    def popitem(self):
+        key, row = super().popitem()
+        self._count(row, -1)
+        return key, row
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def update(self, *args, **kwargs):
+        for key, row in dict(*args, **kwargs).items():
+            self[key] = row
+
+    def clear(self):
+        super().clear()
+        self.per_user.clear()
+        self.per_team.clear()
 
 
 class Admission:
@@ -47,17 +113,17 @@ class Admission:
             raise ValidationError(f"tenant {match.group} is misconfigured: {'; '.join(match.errors)}")
         return match
 
-    def checked(self, who: Identity, body) -> tuple[dict, Tenant | None, str]:
-        """(spec with defaults and its priority class, tenant, namespace) of a submission, or the 400/403/429."""
+    def checked(self, who: Identity, body) -> tuple[dict, Tenant | None, str, list[str]]:
+        """(spec with defaults, floor and priority class, tenant, namespace, the requests the floor raised)
+        of a submission, or the 400/403."""
         c = self.c
         spec = check_body(body, c.bounds)
         tenant = self.tenant_for(who, spec.get("tenant"), spec.get("namespace"))
         namespace = tenant.namespace if tenant else spec["namespace"]
         kind = spec["kind"]
-        if kind == TRAINING:
-            self.check_queue_share(who)
-        spec = with_default_requests(spec, c.default_requests.get(kind) or {},
-                                     self.engine.limit_ranges.get(namespace, {}).values())
+        ranges = self.engine.limit_ranges.get(namespace, {}).values()
+        spec = with_default_requests(spec, c.default_requests.get(kind) or {}, ranges)
+        spec, raised = with_floor(spec, c.bounds.min_requests, ranges)
         default = c.notebook_priority_class if kind == NOTEBOOK else c.training_priority_class
         pc = spec.get("priorityClassName", default)
         if kind == TRAINING and not who.admin and tenant is not None and pc not in tenant.priority_classes:
@@ -68,18 +134,23 @@ class Admission:
             raise ValidationError(f"workload: no PriorityClass named {pc}")
         spec["priorityClassName"] = pc
         c.datasets.check_submission(who, spec, namespace)
-        return spec, tenant, namespace
+        return spec, tenant, namespace, raised
 
-    def check_queue_share(self, who: Identity) -> None:
-        """One user's backlog must not push a teammate's work to the back of a long queue.
-        (Notebooks are bounded by the hub's servers per user, so only jobs count.)"""
-        most = self.c.max_queued_per_user
-        if not most:
-            return
-        queued = sum(1 for r in self.rows.values() if r.user == who.name and r.kind == TRAINING and r.state == "Pending")
-        if queued >= most:
-            raise TooMany(f"{who.name} has {queued} training jobs waiting already, the most one user may queue; "
-                          "cancel some or wait for them to start")
+    def check_share(self, who: Identity, tenant: Tenant | None, namespace: str) -> None:
+        """One user's (or one team's) work must not push everybody else's to the back of a long queue.
+        Running work counts as much as waiting work: what runs (a job of zero requests, a notebook
+        the hub forgot) holds its place as surely. Notebooks and jobs alike."""
+        c = self.c
+        user_most, team_most = c.max_workloads_per_user, c.max_workloads_per_team
+        mine = self.rows.per_user[who.name]
+        ours = self.rows.per_team[team_of(tenant.group if tenant is not None else None, namespace)]
+        if user_most and mine >= user_most:
+            raise TooMany(f"{who.name} has {mine} notebooks and jobs waiting or running already, the most one user "
+                          "may have (TenancyService.max_workloads_per_user); cancel some or wait for them to finish")
+        if team_most and ours >= team_most:
+            team = f"team {tenant.group}" if tenant is not None else f"namespace {namespace}"
+            raise TooMany(f"{team} has {ours} notebooks and jobs waiting or running already, the most one team may "
+                          "have (TenancyService.max_workloads_per_team); cancel some or wait for them to finish")
 
     def preview_submit(self, who: Identity, body) -> dict:
         """What submitting ``body`` would do now, on a copy of the engine; nothing is stored.
@@ -89,7 +160,7 @@ class Admission:
         client can warn before a job stops one of its own user's notebooks.
         """
         c = self.c
-        spec, tenant, namespace = self.checked(who, body)
+        spec, tenant, namespace, _ = self.checked(who, body)
         kind, now = spec["kind"], c.clock()
         engine = self.engine.replica(tree_with_tenants(c.base_tree, c.tenants))
         name = _dns(spec.get("name") or (f"nb-{who.name}" if kind == NOTEBOOK else "train") + "-dry-run")
@@ -162,8 +233,14 @@ class Admission:
 
     def submission(self, who: Identity, body) -> WorkloadRow:
         """A checked submission in the engine and in the store's session (not committed)."""
-        spec, tenant, namespace = self.checked(who, body)
+        spec, tenant, namespace, raised = self.checked(who, body)
         kind, pc = spec["kind"], spec["priorityClassName"]
+        if kind == NOTEBOOK and not who.spawner:
+            # A notebook is a hub server: queued by the spawner as the hub starts it, with the
+            # service's token. Posted by anyone else it would hold room with no server behind it.
+            raise Forbidden("notebooks are started by the hub: start a server from the hub's home page "
+                            "(or the hub's API) instead of submitting one here")
+        self.check_share(who, tenant, namespace)
         now = self.c.clock()
         wid = secrets.token_hex(4)
         name = spec.get("name") or (f"nb-{who.name}" if kind == NOTEBOOK else "train") + f"-{wid}"
@@ -178,7 +255,8 @@ class Admission:
             raise
         # Into the session only once the engine took it: a refusal leaves other submissions' rows alone.
         self.store.add(row)
-        self.store.record(now, "submitted", f"{who.name} submitted {kind} {row.name} to {namespace} at {pc}", wid)
+        floor = f"; {', '.join(raised)}" if raised else ""
+        self.store.record(now, "submitted", f"{who.name} submitted {kind} {row.name} to {namespace} at {pc}{floor}", wid)
         self.books.sync(row)
         return row
 
@@ -187,11 +265,18 @@ class Admission:
         if namespaces is not None and row.user != who.name and row.namespace not in namespaces:
             raise Forbidden(f"{who.name} may not act on workloads in namespace {row.namespace}")
 
+    @staticmethod
+    def check_stop(who: Identity, row: WorkloadRow) -> None:
+        """A notebook is its owner's server: a teammate may read it, never stop it (as the hub refuses too)."""
+        if row.kind == NOTEBOOK and row.user != who.name and not who.admin:
+            raise Forbidden(f"only {row.user} or an admin may stop {row.user}'s notebook {row.name}")
+
     def cancel(self, who: Identity, row: WorkloadRow, *, by_spawner: bool = False, why: str | None = None) -> WorkloadRow:
         """End a workload. ``by_spawner``: its server is already gone (or never started), so the
         hub is not asked to stop it; only the hub's spawner (or the service itself) may say so."""
         c = self.c
         self.check_access(who, row)
+        self.check_stop(who, row)
         if by_spawner and not who.spawner:
             raise Forbidden("only the hub's spawner may release a notebook without stopping its server")
         if row.state in FINAL:

@@ -22,7 +22,8 @@ from jupyterhub.services.auth import HubOAuth
 from sqlalchemy.exc import SQLAlchemyError
 from tornado import web
 from tornado.httpserver import HTTPServer
-from traitlets import Bool, CaselessStrEnum, Dict, Float, Integer, List, TraitError, Type, Unicode, default, validate
+from traitlets import (Bool, CaselessStrEnum, Dict, Float, Integer, List, TraitError, Type, Unicode, default, observe,
+                       validate)
 from traitlets.config import Application
 
 from ..backends import Backend, contract_problems
@@ -52,7 +53,7 @@ from .health import Health, watch_database
 from .heap import freeze_startup, tune
 from .store import SQLITE_SYNCHRONOUS, Store, StoreError, explain
 from .watchdog import Watchdog, hub_parent
-from .workloads import KINDS, Bounds
+from .workloads import KINDS, MIN_REQUESTS, Bounds
 
 OPENAPI = Path(__file__).with_name("openapi.yaml")
 STATIC = Path(__file__).with_name("static")
@@ -257,8 +258,48 @@ class TenancyService(Application):
         """,
     ).tag(config=True)
     max_replicas = Integer(64, help="Most pods (replicas) one training job may ask for.").tag(config=True)
+    max_workloads_per_user = Integer(
+        20,
+        help="""
+        Most notebooks and training jobs one user may have waiting or running at once (429
+        beyond); 0 for no cap. Running work counts: a user whose jobs start at once must not
+        fill the cluster's queue either.
+
+        .. versionadded:: 0.6 (as ``max_queued_per_user`` before, which counted waiting jobs only)
+        """,
+    ).tag(config=True)
+    max_workloads_per_team = Integer(
+        100,
+        help="""
+        Most notebooks and training jobs one team (tenant; a namespace outside every team) may
+        have waiting or running at once (429 beyond); 0 for no cap.
+
+        .. versionadded:: 0.6
+        """,
+    ).tag(config=True)
     max_queued_per_user = Integer(
-        20, help="Most training jobs one user may have waiting at once (429 beyond); 0 for no cap.",
+        None, allow_none=True,
+        help="The old name of ``max_workloads_per_user``; still honoured (it now counts running work too).",
+    ).tag(config=True)
+
+    @observe("max_queued_per_user")
+    def _old_cap_name(self, change):
+        if change["new"] is not None:
+            self.log.warning("TenancyService.max_queued_per_user is now called max_workloads_per_user and counts "
+                             "running work too; the old name still works")
+            self.max_workloads_per_user = change["new"]
+
+    min_requests = Dict(
+        dict(MIN_REQUESTS),
+        help="""
+        The least each pod is charged, per resource: a request below it (``0``, ``1e-30``)
+        is raised to it, and so is a limit below it; a resource left open is given it unless
+        a LimitRange of the namespace gives a default. Without it, pods that ask for nothing
+        would run uncharged, as many as the caps allow. ``{"cpu": "100m", "memory": "64Mi"}``
+        (the default); ``{}`` turns it off.
+
+        .. versionadded:: 0.6
+        """,
     ).tag(config=True)
     max_script_bytes = Integer(256 * 1024, help="Largest training script (Python source) accepted.").tag(config=True)
     max_command_bytes = Integer(64 * 1024, help="Largest training command line (all arguments) accepted.").tag(config=True)
@@ -385,9 +426,11 @@ class TenancyService(Application):
                                 notebook_priority_class=self.notebook_priority_class,
                                 training_priority_class=self.training_priority_class,
                                 bounds=Bounds(max_replicas=self.max_replicas, max_command_bytes=self.max_command_bytes,
-                                              max_script_bytes=self.max_script_bytes, max_env_bytes=self.max_env_bytes),
+                                              max_script_bytes=self.max_script_bytes, max_env_bytes=self.max_env_bytes,
+                                              min_requests=self._min_requests()),
                                 default_requests=self._default_requests(),
-                                max_queued_per_user=self.max_queued_per_user)
+                                max_workloads_per_user=self.max_workloads_per_user,
+                                max_workloads_per_team=self.max_workloads_per_team)
         controller.tree_manifest = manifest
         for i, raw in enumerate(self.objects):
             try:
@@ -428,6 +471,10 @@ class TenancyService(Application):
                 raise ValidationError(f"TenancyService.default_requests: unknown kind {kind!r} (notebook, training)")
             parse_resource_list(amounts, f"TenancyService.default_requests[{kind!r}]")
         return dict(self.default_requests)
+
+    def _min_requests(self) -> dict:
+        parse_resource_list(self.min_requests, "TenancyService.min_requests")
+        return dict(self.min_requests)
 
     async def watch_servers(self, controller: Controller) -> None:
         """The backstop for notebooks whose end nobody reported (see ``servers_check_seconds``)."""

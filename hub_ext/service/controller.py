@@ -31,7 +31,7 @@ from ..scheduler.engine import Engine
 from ..scheduler.model import Reason
 from ..scheduler.owners import Owner
 from ..tenants import Tenant
-from .admission import Admission
+from .admission import ActiveRows, Admission
 from .books import Books
 from .datasets import Datasets
 from .health import Health
@@ -52,7 +52,8 @@ class Controller:
     def __init__(self, *, store: Store, backend, tree: ElasticQuotaTree | None, log=None,
                  notebook_priority_class: str = "low-priority-dev",
                  training_priority_class: str = "high-priority-research", clock=time.time, metrics=None,
-                 bounds: Bounds = Bounds(), default_requests: dict | None = None, max_queued_per_user: int = 0):
+                 bounds: Bounds = Bounds(), default_requests: dict | None = None, max_workloads_per_user: int = 0,
+                 max_workloads_per_team: int = 0, max_queued_per_user: int = 0):
         self.store, self.backend, self.base_tree = store, backend, tree
         self.log = log or logging.getLogger("tenancy")
         self.notebook_priority_class = notebook_priority_class
@@ -61,7 +62,9 @@ class Controller:
         self.metrics = metrics
         self.bounds = bounds
         self.default_requests = default_requests or {}  # kind -> {resource: amount}
-        self.max_queued_per_user = max_queued_per_user  # 0: no cap
+        # active (waiting or running) workloads of one user, of one team; 0: no cap (max_queued_per_user: the old name)
+        self.max_workloads_per_user = max_workloads_per_user or max_queued_per_user
+        self.max_workloads_per_team = max_workloads_per_team
         self.health = Health(self.log, clock)  # what stops admissions (a start-up check, the cluster away)
         self.observed: dict[int, tuple] = {}  # engine uid -> (phase, node, message) the cluster reports
         self.engine = Engine(tree)
@@ -70,7 +73,7 @@ class Controller:
         self.tenants: list[Tenant] = []
         self.tree_manifest: dict | None = None  # the configured tree as written
         self.owners: dict[str, Owner] = {}
-        self.rows: dict[str, WorkloadRow] = {}  # active workloads
+        self.rows: dict[str, WorkloadRow] = ActiveRows()  # active workloads, counted per user and team
         self.pod_rows: dict[int, PodRow] = {}  # engine uid -> row
         self.foreign: dict[str, int] = {}  # cluster pods we did not create (by their cluster uid) -> engine uid
         self.listeners: set[asyncio.Queue] = set()

@@ -26,6 +26,7 @@ from ..quota.manifests import load_yaml
 from ..quota.quantity import add_into
 from .datasets import BOUND, Conflict, NotFound
 from .handlers import APIHandler
+from .text import check_text
 from .tree_edit import audit_trail
 
 
@@ -120,6 +121,7 @@ class DatasetHandler(APIHandler):
             docs = load_yaml(raw, "request body")  # JSON is YAML too
             if len(docs) != 1:
                 raise ValidationError(f"request body: send one {KIND}")
+            check_text(docs[0], "request body")  # YAML's "\ud800" escape too
             ds = parse_dataset(docs[0])
             if ds.name != name:
                 raise ValidationError(f"{KIND} {ds.name}: metadata.name must be {name}, the name in the address")

@@ -26,6 +26,7 @@ from .identity import SERVICE, Forbidden, Identity, TooMany
 from .history import visible
 from .hub import HubError
 from .security import SecureHeaders
+from .text import check_text
 from .tree_edit import audit_trail, tree_changes
 
 #: Deeper than any real submission or tree (a tree is at most a few levels of nodes).
@@ -62,7 +63,8 @@ async def identity_of(controller, hub, model: dict) -> Identity:
 
 
 def parse_json(raw: bytes, max_depth: int = MAX_JSON_DEPTH):
-    """A request body as JSON: a 400 (``ValidationError``) for anything else, nested too deep included."""
+    """A request body as JSON: a 400 (``ValidationError``) for anything else, nested too deep or holding
+    text that is not UTF-8 included."""
     try:
         data = json.loads(raw or b"null")
     except RecursionError:
@@ -76,6 +78,7 @@ def parse_json(raw: bytes, max_depth: int = MAX_JSON_DEPTH):
             if depth > max_depth:
                 raise ValidationError(f"the body is nested more than {max_depth} levels deep")
             stack.extend((v, depth + 1) for v in (value.values() if isinstance(value, dict) else value))
+    check_text(data, "request body")  # whatever an API keeps of it can be written out again
     return data
 
 
@@ -291,6 +294,7 @@ class TreeHandler(APIHandler):
             docs = load_yaml(raw, "request body")  # JSON is YAML too
             if len(docs) != 1:
                 raise ValidationError("request body: send one ElasticQuotaTree")
+            check_text(docs[0], "request body")  # YAML's "\ud800" escape too
             tree = parse_tree(docs[0])
         except ValidationError as err:
             raise web.HTTPError(400, str(err)) from None
@@ -342,12 +346,14 @@ class WorkloadsHandler(APIHandler):
 
     async def post(self):
         dry_run = self.get_argument("dryRun", "false").lower() in ("1", "true", "yes")
+        body = self.body()
+        who = await self._submitter(body)
         try:
             if dry_run:  # what it would do now (start, wait, evict whom); nothing is stored
-                self.send(self.controller.preview_submit(self.identity, self.body()))
+                self.send(self.controller.preview_submit(who, body))
                 return
             # answered once the next scheduling pass decided on it and committed it (with the others it took)
-            row = await self.controller.submit_and_decide(self.identity, self.body())
+            row = await self.controller.submit_and_decide(who, body)
         except ValidationError as err:
             raise web.HTTPError(400, str(err)) from None
         except Forbidden as err:
@@ -355,6 +361,26 @@ class WorkloadsHandler(APIHandler):
         except TooMany as err:
             raise web.HTTPError(429, str(err)) from None
         self.send(self.controller.view(row, positions=self.controller.queue_positions()), 201)
+
+    async def _submitter(self, body) -> Identity:
+        """Who submits ``body``: the caller; or, for the hub's spawner (the service's own token), the user
+        it names in ``user`` (taken out of ``body``), as the spawner, which alone may queue a notebook."""
+        if not isinstance(body, dict) or "user" not in body:
+            if self.identity is SERVICE and isinstance(body, dict) and body.get("kind") == "notebook":
+                raise web.HTTPError(400, "workload: a notebook from the hub's spawner names its user (the field user)")
+            return self.identity
+        name = body.pop("user")
+        if not self.identity.spawner:
+            raise web.HTTPError(403, "only the hub's spawner may submit for a user (the field user); "
+                                     "leave it out to submit as yourself")
+        if not isinstance(name, str) or not name or len(name) > 255:
+            raise web.HTTPError(400, "workload: user must be the name of a hub user")
+        try:
+            who = await identity_of(self.controller, self.hub, {"name": name, "kind": "user"})
+        except HubError as err:
+            self.controller.log.warning("%s", err)
+            raise web.HTTPError(503, f"the hub cannot be reached to look up {name}'s teams; try again in a moment") from None
+        return who.as_spawner()
 
 
 class WorkloadHandler(APIHandler):
@@ -365,6 +391,7 @@ class WorkloadHandler(APIHandler):
         row = self.workload_or_404(wid)
         # ?by=spawner: the notebook's spawner is stopping it (or gave up starting it); the server
         # is its business, the hub is not asked to stop it. Only the spawner's credential may.
+        # A notebook is stopped only by its owner, an admin or the spawner (admission.check_stop).
         try:
             self.controller.cancel(self.identity, row, by_spawner=self.get_argument("by", "") == "spawner")
         except Forbidden as err:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..tenants import Tenant
 
@@ -22,6 +22,10 @@ class Identity:
     tenants: list[Tenant] = field(default_factory=list)
     kind: str = "user"
     spawner: bool = False  # the hub's spawner, with the service's own token
+
+    def as_spawner(self) -> Identity:
+        """This user, as the hub's spawner acts for them (queueing their notebook)."""
+        return replace(self, spawner=True)
 
     def namespaces(self) -> list[str] | None:
         """Namespaces this identity may act in (None: all)."""

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..quota import meta as m
 from ..quota.dataset import mount_path, paths_clash
 from ..quota.errors import ValidationError
 from ..quota.pods import PodSpec, parse_pod_spec
-from ..quota.quantity import _show, parse_resource_list
+from ..quota.quantity import _show, format_milli, parse_quantity, parse_resource_list
+from .text import check_text
 
 NOTEBOOK, TRAINING = "notebook", "training"
 KINDS = (NOTEBOOK, TRAINING)
@@ -21,22 +22,26 @@ _FIELDS = {"kind", "name", "tenant", "namespace", "priorityClassName", "resource
 MAX_DATASETS = 32
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: The least each pod is charged (``TenancyService.min_requests``).
+MIN_REQUESTS = {"cpu": "100m", "memory": "64Mi"}
 
 
 @dataclass(frozen=True)
 class Bounds:
-    """How much one submission may carry (the service's traitlets set them)."""
+    """How much one submission may carry, and the least it is charged (the service's traitlets set them)."""
 
     max_replicas: int = 64
     max_command_bytes: int = 64 * 1024
     max_script_bytes: int = 256 * 1024
     max_env_bytes: int = 64 * 1024
     max_env_entries: int = 128
+    min_requests: dict = field(default_factory=lambda: dict(MIN_REQUESTS))
 
 
 def check_body(body, bounds: Bounds = Bounds()) -> dict:
     """The submission with its shape checked; ValidationError (a 400) names the field at fault."""
     body = m.mapping(body, "workload")
+    check_text(body, "workload")  # before any of it is measured in bytes, stored or run
     m.unknown_keys(body, _FIELDS, "workload")
     kind = body.get("kind", TRAINING)
     if kind not in KINDS:
@@ -153,6 +158,36 @@ def with_default_requests(spec: dict, defaults: dict[str, str], limit_ranges) ->
     if not filled:
         return spec
     return {**spec, "resources": {**resources, "requests": {**resources["requests"], **filled}}}
+
+
+def with_floor(spec: dict, floor: dict[str, str], limit_ranges) -> tuple[dict, list[str]]:
+    """``spec`` with every request below ``floor`` raised to it, and a sentence for each raised.
+
+    Without a floor a request of ``0`` (or ``1e-30``, charged one milli-unit) lets any number
+    of pods run uncharged. The request compared is the one Kubernetes would use (a limit alone
+    is the request); a limit below the floor is raised with it, so the request never exceeds
+    the limit. A resource the submission leaves open that a LimitRange of its namespace fills
+    is the namespace's own answer and is left to it.
+    """
+    resources = spec["resources"]
+    requests, limits = dict(resources["requests"]), dict(resources["limits"])
+    by_range = {res for lr in limit_ranges for item in lr.items for res in item.default_request}
+    raised = []
+    for res, least in floor.items():
+        least_milli = parse_quantity(least, f"the floor of {res}")
+        asked = requests.get(res, limits.get(res))
+        if asked is None and res in by_range:
+            continue
+        if asked is not None and parse_quantity(asked, res) >= least_milli:
+            continue
+        requests[res] = least
+        if res in limits and parse_quantity(limits[res], res) < least_milli:
+            limits[res] = least
+        given = "left open" if asked is None else f"{'request' if res in resources['requests'] else 'limit'} {asked}"
+        raised.append(f"{res} {given} raised to the least a pod is charged, {format_milli(res, least_milli)}")
+    if not raised:
+        return spec, []
+    return {**spec, "resources": {**resources, "requests": requests, "limits": limits}}, raised
 
 
 def _quantities(raw, what: str) -> dict[str, str]:

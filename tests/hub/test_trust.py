@@ -1,12 +1,15 @@
-"""Issue 8's findings, each replayed against the real demo hub as a hostile or ordinary user
-would: a stopped server's quota, the spawner-only release, unbounded and zero-request work,
-script injection, oversized and deep bodies, queue floods, paging, tokens, and the waiting
-page of a named server. Nothing is mocked; pages are driven in headless Chromium."""
+"""Issue 8's and issue 21's findings, each replayed against the real demo hub as a hostile or
+ordinary user would: a stopped server's quota, the spawner-only release, unbounded and
+zero-request work, script injection, oversized and deep bodies, queue floods, paging, tokens,
+the waiting page of a named server; then (issue 21) the floor every pod is charged, caps that
+count running work, notebooks queued by the spawner alone, text that is not UTF-8, and a
+teammate's notebook. Nothing is mocked; pages are driven in headless Chromium."""
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import sqlite3
 import subprocess
 import sys
@@ -21,11 +24,14 @@ from kernel import run_code
 from waiting import wait_for
 
 SMALL = {"profile": "small"}  # 5 CPUs
+#: The scheduler service's token in this hub, which its spawner uses: the tests call as the spawner does.
+SPAWNER = secrets.token_hex(32)
 
 
 @pytest.fixture(scope="module")
 def hub(hub_factory):
-    with hub_factory("trust-hub") as h:
+    config = f"next(s for s in c.JupyterHub.services if s['name'] == 'tenancy')['api_token'] = {SPAWNER!r}"
+    with hub_factory("trust-hub", extra_config=config) as h:
         yield h
 
 
@@ -74,8 +80,8 @@ def test_neither_the_user_nor_the_notebook_can_drop_a_running_servers_quota(hub)
 def test_a_notebook_the_hub_does_not_run_gives_its_room_back(hub):
     # Submitted as the spawner would, but no server of that name exists in the hub (a hub
     # restart that dropped a spawn, a spawner that could not tell us): the service notices.
-    status, wl = svc(hub, "carol", "POST", "/workloads", {"kind": "notebook", "serverName": "ghost",
-                                                           "resources": {"requests": {"cpu": "3"}}})
+    status, wl = svc(hub, None, "POST", "/workloads", {"kind": "notebook", "user": "carol", "serverName": "ghost",
+                                                        "resources": {"requests": {"cpu": "3"}}}, tok=SPAWNER)
     assert status == 201 and wl["state"] == "Running"
     assert leaf_used(hub, "root.b.1") == "3"
     wait_for(lambda: svc(hub, "carol", "GET", f"/workloads/{wl['id']}")[1]["state"] == "Stopped",
@@ -131,7 +137,7 @@ def test_one_user_cannot_push_a_teammate_to_the_back_of_the_queue(hub):
         assert status == 201, wl
         ids.append(wl["id"])
     status, body = svc(hub, "alice", "POST", "/workloads", never)
-    assert status == 429 and "alice has 20 training jobs waiting already" in body["error"]
+    assert status == 429 and "alice has 20 notebooks and jobs waiting or running already" in body["error"]
     status, wl = svc(hub, "erin", "POST", "/workloads", {"tenant": "team-a", **never})
     # Above root.a.1's max: inadmissible, it holds no place in the queue, nor do alice's twenty.
     assert status == 201 and wl["reason"] == "inadmissible" and wl["leafPosition"] is None
@@ -265,3 +271,85 @@ def test_an_unreachable_hub_is_a_503_not_a_500(tmp_path):
         proc.kill()
         proc.wait()
 
+
+
+# -- issue 21 ------------------------------------------------------------------------------
+
+def mine(hub, user, **filters) -> list[dict]:
+    query = "&".join(f"{k}={v}" for k, v in {"mine": "true", "limit": 500, **filters}.items())
+    status, body = svc(hub, user, "GET", f"/workloads?{query}")
+    assert status == 200, body
+    return body["workloads"]
+
+
+def test_requests_below_the_floor_are_raised_to_it_and_charged(hub):
+    ids = []
+    for amount in ("0", "-0", "1e-30", "0.0001"):
+        status, wl = svc(hub, "bob", "POST", "/workloads", {
+            "command": ["sleep", "600"], "replicas": 5, "gang": False,
+            "resources": {"requests": {"cpu": amount, "memory": amount}}})
+        assert status == 201, wl
+        assert wl["resources"]["requests"] == {"cpu": "100m", "memory": "64Mi"}, (amount, wl["resources"])
+        ids.append(wl["id"])
+    # Twenty pods of 100m and 64Mi each: charged as they run, not free.
+    wait_for(lambda: leaf_used(hub, "root.a.2") == "2", "bob's twenty pods to be charged 100m each")
+    assert leaf_used(hub, "root.a.2", "memory") == "1280Mi"
+    events = svc(hub, "bob", "GET", f"/workloads/{ids[2]}")[1]["events"]
+    assert "cpu request 1e-30 raised to the least a pod is charged, 100m" in events[0]["message"], events[0]
+    for wid in ids:
+        assert svc(hub, "bob", "DELETE", f"/workloads/{wid}")[0] == 200
+    wait_for(lambda: leaf_used(hub, "root.a.2") == "0", "bob's room to be given back")
+
+
+def test_running_jobs_count_against_the_users_cap(hub):
+    small = {"command": ["sleep", "600"], "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}
+    ids = []
+    for _ in range(20):
+        status, wl = svc(hub, "alice", "POST", "/workloads", small)
+        assert status == 201, wl
+        ids.append(wl["id"])
+    wait_for(lambda: len(mine(hub, "alice", state="Running")) == 20, "alice's twenty jobs to run")
+    status, body = svc(hub, "alice", "POST", "/workloads", small)
+    assert status == 429 and "alice has 20 notebooks and jobs waiting or running already" in body["error"], body
+    assert "max_workloads_per_user" in body["error"]
+    for wid in ids:
+        assert svc(hub, "alice", "DELETE", f"/workloads/{wid}")[0] == 200
+    wait_for(lambda: leaf_used(hub, "root.a.1") == "0", "alice's room to be given back")
+
+
+def test_only_the_hubs_spawner_queues_a_notebook(hub):
+    ghost = {"kind": "notebook", "serverName": "ghost-2", "resources": {"requests": {"cpu": "3"}}}
+    for user in ("carol", "admin"):  # a user's own token (or their server's) is not the spawner's
+        status, body = svc(hub, user, "POST", "/workloads", ghost)
+        assert status == 403 and "notebooks are started by the hub" in body["error"], (user, body)
+    status, body = svc(hub, "carol", "POST", "/workloads", {**ghost, "user": "carol"})
+    assert status == 403 and "only the hub's spawner may submit for a user" in body["error"], body
+    assert not [w for w in mine(hub, "carol", kind="notebook") if w["serverName"] == "ghost-2"]
+    assert leaf_used(hub, "root.b.1") == "0"
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"command": ["echo", "\ud800"]}, "command[1]"),
+    ({"command": ["true"], "env": {"NAME": "a\udfffb"}}, "env.NAME"),
+    ({"command": ["true"], "serverName": "\ud83d"}, "serverName"),
+    ({"command": ["true"], "profile": "x\udc00"}, "profile"),
+], ids=["command", "env", "serverName", "profile"])
+def test_text_that_is_not_utf8_is_a_400_naming_the_field(hub, body, field):
+    before = [w["id"] for w in mine(hub, "dave")]
+    status, answer = svc(hub, "dave", "POST", "/workloads", body)  # sent as JSON's \ud800 escapes
+    assert status == 400 and answer["error"].startswith(f"request body: {field} is not valid UTF-8 text"), answer
+    assert [w["id"] for w in mine(hub, "dave")] == before  # nothing stored
+
+
+def test_a_teammate_cannot_stop_my_notebook(hub):
+    start(hub, "alice")
+    hub.wait_server_ready("alice")
+    wl = notebook_of(hub, "alice")
+    # erin is alice's teammate (team-a): she sees the notebook, and may not stop it.
+    assert svc(hub, "erin", "GET", f"/workloads/{wl['id']}")[0] == 200
+    status, body = svc(hub, "erin", "DELETE", f"/workloads/{wl['id']}")
+    assert status == 403 and "only alice or an admin may stop alice's notebook" in body["error"], body
+    assert notebook_of(hub, "alice")["state"] == "Running" and hub.server_model("alice", "")["ready"]
+    assert svc(hub, "admin", "DELETE", f"/workloads/{wl['id']}")[0] == 200  # an admin may
+    wait_for(lambda: hub.server_model("alice", "") is None, "alice's server to be stopped")
+    wait_for(lambda: leaf_used(hub, "root.a.1") == "0", "alice's room to be given back")

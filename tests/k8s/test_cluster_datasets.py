@@ -232,7 +232,7 @@ async def test_training_jobs_and_notebook_pods_mount_it_read_only(control_plane,
         assert mounted(spec, spec.containers[0]) == {MOUNT: ("fashion-mnist", True, True)}
         assert controller.datasets.in_use(ds.name, ns)  # a running job mounts it
 
-        nb = controller.admission.submit(who(controller, user), {"kind": "notebook", "name": "nb",
+        nb = controller.admission.submit(who(controller, user).as_spawner(), {"kind": "notebook", "name": "nb",
                                                                  "resources": {"requests": {"cpu": "1"}}})
         controller.tick()
         view = controller.view(nb)  # the workload JSON the service returns to the spawner

@@ -116,7 +116,8 @@ class Replica:
         self.config = tmp_path / f"{name}_config.py"
         traits = {"backend_class": "hub_ext.backends.kubernetes.KubernetesBackend", "leader_election": True,
                   "identity": name, "advertise_url": f"http://127.0.0.1:{self.port}", "lease_name": lease,
-                  "lease_namespace": namespace, "max_queued_per_user": 0, "lock_wait_seconds": 20.0, **LEASE}
+                  "lease_namespace": namespace, "max_queued_per_user": 0, "max_workloads_per_team": 0,
+                  "lock_wait_seconds": 20.0, **LEASE}
         backend = {"kubeconfig": str(kubeconfig), "node_label_selector": f"{KEY}={label}",
                    "node_selector": {KEY: label}, "quota_tree_object": "", "count_foreign_pods": False,
                    "sync_cluster_limits": False, "poll_seconds": 0.3, "checks_seconds": 2.0,
