@@ -112,10 +112,14 @@ class TenancyLocalSpawner(TenancySpawnerMixin, SimpleLocalProcessSpawner):
     def _make_cgroup(self):
         where, why = cgroups.place()
         if where is None:
-            self.log.warning("%s runs without a cgroup (%s): its CPU and memory are not enforced", self._log_name, why)
+            self.log.warning("%s runs without a cgroup (%s): its CPU and memory are not enforced and a process it "
+                             "starts in a session of its own (setsid) outlives it", self._log_name, why)
             return lambda: None
-        self._cgroup = where.create(self._cgroup_name + secrets.token_hex(3),
-                                    cgroups.limits_for(self._resources))
+        try:
+            self._cgroup = where.create(self._cgroup_name + secrets.token_hex(3), cgroups.limits_for(self._resources))
+        except OSError as err:
+            raise SpawnException(f"Your server could not be given its CPU and memory (its cgroup: {err}); ask an "
+                                 "admin to look at the hub's log.", reason="cgroup", status_code=500) from None
         return self._cgroup.join
 
     async def stop(self, now=False):
@@ -126,6 +130,8 @@ class TenancyLocalSpawner(TenancySpawnerMixin, SimpleLocalProcessSpawner):
             await self._end_cgroup(cg)
 
     async def poll(self):
+        if self._cgroup is None and self.pid:  # after a hub restart: found by its process
+            self._cgroup = cgroups.of_pid(self.pid)
         cg = self._cgroup
         status = await super().poll()
         if status is not None:  # ended on its own: what it started goes too

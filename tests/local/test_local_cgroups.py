@@ -32,7 +32,7 @@ from hub_ext.backends.local.backend import _alive
 from hub_ext.service.controller import Controller, Identity
 from hub_ext.service.store import Store
 from hub_ext.tenants import tenants_from_groups
-from waiting import until, wait_for
+from waiting import until
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="cgroups and accounts need root (CI runs the tests as root)")
 with_cgroups = pytest.mark.skipif(cgroups.place()[0] is None, reason=f"no writable cgroup here: {cgroups.place()[1]}")
@@ -142,13 +142,13 @@ async def test_a_100m_job_gets_a_tenth_of_a_cpu_however_many_processes_it_spins(
     row = job(c, BURN, requests={"cpu": "100m", "memory": "256Mi"})
     pid = await running(c, row)
     started = time.monotonic()
+    found = await printed(c, row, r"burnt ([\d.]+) cpu-s in ([\d.]+) s")
+    elapsed = time.monotonic() - started
+    # three spinning processes for 4 s (the finding: 2.9 CPU-s in 4 s); a tenth of a CPU allows 0.4
+    assert float(found.group(1)) <= 0.1 * float(found.group(2)) + 0.3, found.group(0)
     cg = cgroups.of_pid(pid)
     assert cg is not None and cg.name.startswith(c.backend._cgroup_name(row, row.pods[0]))
-    found = await printed(c, row, r"burnt ([\d.]+) cpu-s in ([\d.]+) s")
-    used, cgroup_used, elapsed = float(found.group(1)), cg.cpu_seconds(), time.monotonic() - started
-    # three spinning processes for 4 s (the finding: 2.9 CPU-s in 4 s); a tenth of a CPU allows 0.4
-    assert used <= 0.1 * float(found.group(2)) + 0.3, found.group(0)
-    assert cgroup_used <= 0.1 * elapsed + 0.3, (cgroup_used, elapsed)  # everything in it, runner included
+    assert cg.cpu_seconds() <= 0.1 * elapsed + 0.3, (cg.cpu_seconds(), elapsed)  # all in it, runner included
     c.cancel(ADMIN, row)
     await until(lambda: not pod_cgroups(c, row), "its cgroup to be removed")
 
@@ -160,8 +160,7 @@ async def test_a_job_over_its_memory_is_stopped_by_the_kernel_and_told_why(top, 
     c = make(top)
     row = job(c, HOG, requests={"cpu": "1", "memory": "64Mi"}, limits={"memory": "100Mi"})
     await running(c, row)
-    view = await until(lambda: (v := c.view(row)) if v["state"] != "Running" else None, "the job to end",
-                       tick=c.tick)
+    view = await until(lambda: c.view(row)["state"] != "Running" and c.view(row), "the job to end", tick=c.tick)
     log = c.backend.logs(row, row.pods[0])
     assert "kept all 400 MB" not in log and "10 MB" in log
     message = (f"{row.pods[0].name} went over its memory limit of 100Mi, so the kernel stopped it (out of memory): "
@@ -238,8 +237,8 @@ async def main():
     backend = LocalBackend(nodes_config=[{"name": "n1", "allocatable": {"cpu": "8"}}], data_dir=str(top / "data"),
                            allow_shared_account=True)
     c = Controller(store=Store(f"sqlite:///{top}/t.sqlite"), tree=tree_, backend=backend)
-    c.set_tenants(tenants_from_groups([{"name": "team-a", "users": ["a"], "properties": {"tenancy.namespace": "team-a"}}],
-                                      tree_))
+    c.set_tenants(tenants_from_groups(
+        [{"name": "team-a", "users": ["a"], "properties": {"tenancy.namespace": "team-a"}}], tree_))
     row = c.submit(Identity(name="a", tenants=c.tenants), {"command": [sys.executable, "-c", "print('ran')"],
                                                            "resources": {"requests": {"cpu": "100m"}}})
     for _ in range(600):

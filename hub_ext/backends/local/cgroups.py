@@ -43,6 +43,9 @@ V1_REQUIRED = ("cpu", "memory")
 V1_OPTIONAL = ("cpuacct", "pids", "freezer")
 V2_CONTROLLERS = ("cpu", "memory", "pids")
 PERIOD_US = 100_000
+MAX_CPUS = 10_000
+MAX_SHARES = 262_144
+MAX_MEMORY = 2**60
 MIN_QUOTA_US = 1_000
 
 
@@ -69,9 +72,10 @@ def limits_for(resources: dict | None, burst: bool = False) -> Limits:
     memory = quantity(limits, "memory")
     memory = memory if memory is not None else quantity(requests, "memory")
     weight = request if request is not None else limit
-    return Limits(cpu=cpu if cpu and cpu > 0 else None,
-                  shares=max(2, int(weight * 1024)) if weight is not None else None,
-                  memory=int(memory) if memory and memory > 0 else None)
+    # Beyond any machine's CPUs or memory a cap means nothing (and the kernel refuses some such numbers).
+    return Limits(cpu=cpu if cpu and 0 < cpu <= MAX_CPUS else None,
+                  shares=min(MAX_SHARES, max(2, int(weight * 1024))) if weight is not None else None,
+                  memory=int(memory) if memory and 0 < memory <= MAX_MEMORY else None)
 
 
 @dataclass
@@ -88,13 +92,13 @@ class Cgroup:
         return sorted(set(self.dirs.values()))
 
     def join_fds(self) -> list[int]:
-        """Write-only descriptors of each folder's ``cgroup.procs``: a process writing ``0`` (or its pid)
-        to each joins the cgroup; opened here (as root), so a process that has already dropped to its
+        """Write-only descriptors of each folder's ``cgroup.procs``: a process writing its pid to each
+        joins the cgroup; opened here (as root), so a process that has already dropped to its
         account can still join. Not inherited unless passed on (``pass_fds``)."""
         return [os.open(os.path.join(d, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC) for d in self.folders]
 
     def join(self, pid: int = 0) -> None:
-        """Move ``pid`` (0: the calling process) into the cgroup."""
+        """Move ``pid`` (0: the calling process, as in a ``preexec_fn``) into the cgroup."""
         for d in self.folders:
             _write(d, "cgroup.procs", str(pid or os.getpid()))
 
@@ -214,7 +218,7 @@ class Place:
         dirs = {c: os.path.join(p, name) for c, p in self.parents.items()}
         for d in sorted(set(dirs.values())):
             for attempt in (1, 2):
-                os.makedirs(os.path.dirname(d), 0o755, exist_ok=True)
+                self._parent(os.path.dirname(d))
                 try:
                     os.mkdir(d, 0o755)
                     break
@@ -228,6 +232,13 @@ class Place:
             cg.remove()
             raise
         return cg
+
+    def _parent(self, folder: str) -> None:
+        """Make the ``tenancy`` folder (the last pod's end removes it); on v2, its children get the controllers."""
+        os.makedirs(folder, 0o755, exist_ok=True)
+        if self.version == 2:
+            available = _read(folder, "cgroup.controllers").split()
+            _write(folder, "cgroup.subtree_control", " ".join("+" + c for c in V2_CONTROLLERS if c in available))
 
     def of_pid(self, pid: int) -> Cgroup | None:
         """The pod cgroup ``pid`` runs in, if it is one of ours (never any other cgroup)."""
@@ -321,9 +332,7 @@ def _place_v2() -> Place:
             raise LookupError(f"cgroup v2: {base} holds processes, so its controllers cannot be given to "
                               "cgroups below it (run the service in a cgroup of its own with delegation)") from None
         raise
-    parent = os.path.join(base, PARENT)
-    os.makedirs(parent, 0o755, exist_ok=True)
-    _write(parent, "cgroup.subtree_control", wanted)
+    parent = os.path.join(base, PARENT)  # made on first use (and removed once empty)
     return Place(2, {c: parent for c in ("cpu", "memory", "pids")})
 
 
