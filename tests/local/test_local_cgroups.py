@@ -217,6 +217,22 @@ async def test_the_demos_stop_ends_the_jobs_still_running_and_says_so(top, accou
     await until(lambda: c.view(row)["state"] != "Running", "the service to see the job end", tick=c.tick)
 
 
+@root_only
+@with_cgroups
+@pytest.mark.asyncio
+async def test_kill_all_by_a_pods_pid_ends_all_of_it_and_never_a_process_outside_a_pod(top, account):
+    """What the eviction path may call (``cgroups.kill_all(pid)``) after its grace period."""
+    c = make(top)
+    row = job(c, ESCAPE, "stay", requests={"cpu": "500m", "memory": "128Mi"})
+    pid = await running(c, row)
+    child = int((await printed(c, row, r"child (\d+)")).group(1))
+    assert cgroups.kill_all(os.getpid()) is False and _alive(os.getpid())  # this test is in no pod's cgroup
+    assert cgroups.kill_all(pid) is True
+    assert not _alive(pid) and not _alive(child)
+    await until(lambda: c.view(row)["state"] == "Failed" and not pod_cgroups(c, row), "the service to see it end",
+                tick=c.tick)
+
+
 # -- where no cgroup can be made ---------------------------------------------------------------------------
 
 NOT_ROOT = r"""
