@@ -70,7 +70,23 @@ if sys.argv[1:] == ["stay"]:
 def account():
     entry = LocalAccounts().ensure(USER)
     yield entry
+    for pid in _pids_of(entry.pw_uid):  # a failed test's leftovers (this test's own account only)
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
     subprocess.run(["userdel", "--remove", entry.pw_name], capture_output=True)
+
+
+def _pids_of(uid: int) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            if name.isdigit() and os.stat(f"/proc/{name}").st_uid == uid:
+                found.append(int(name))
+        except FileNotFoundError:
+            pass
+    return found
 
 
 @pytest.fixture
@@ -79,6 +95,7 @@ def top():
     path = Path(tempfile.mkdtemp(prefix="tenancy-cg-", dir="/tmp"))
     os.chmod(path, 0o711)
     yield path
+    cgroups.stop_all(str(path / "data"))  # what a failed test left running
     shutil.rmtree(path, ignore_errors=True)
 
 
