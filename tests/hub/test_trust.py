@@ -270,19 +270,22 @@ def test_an_unreachable_hub_is_a_503_not_a_500(tmp_path):
 # -- issue 21: the local spawner's servers in cgroups of their own ---------------------------------------
 
 def test_a_notebook_server_is_capped_in_its_own_cgroup_and_its_stop_ends_even_a_setsid_child(hub):
-    from hub_ext.backends.local import cgroups
+    from concurrent.futures import ThreadPoolExecutor
+
     from harness import proc_alive
+    from hub_ext.backends.local import cgroups
 
     where, why = cgroups.place()  # the hub's, as it runs beside this test
     if where is None:
         pytest.skip(f"no writable cgroup here: {why}")
     start(hub, "dave")  # small: 5 CPUs, 4 GiB
     hub.wait_server_ready("dave")
-    out = run_code(hub, "dave", token(hub, "dave"), (
-        "import subprocess\n"
-        "child = subprocess.Popen(['sleep', '600'], start_new_session=True)\n"
-        "print(child.pid)\n"
-        "print(open('/proc/self/cgroup').read())"))
+    code = ("import subprocess\n"
+            "child = subprocess.Popen(['sleep', '600'], start_new_session=True)\n"
+            "print(child.pid)\n"
+            "print(open('/proc/self/cgroup').read())")
+    with ThreadPoolExecutor(1) as pool:  # run_code has a loop of its own; the browser's may be running here
+        out = pool.submit(run_code, hub, "dave", token(hub, "dave"), code).result()
     child = int(out.split()[0])
     cpu = next(line.split(":", 2)[2] for line in out.splitlines()[1:] if "cpu" in line.split(":")[1].split(","))
     name = os.path.basename(cpu)
