@@ -301,3 +301,27 @@ def test_without_a_writable_cgroup_a_job_still_runs_and_one_line_says_what_is_no
     assert re.fullmatch(r"LocalBackend: no cgroup can be made here \(.*not writable.*\): each training pod is only a "
                         r"process group, so its CPU and memory are not enforced and a process it starts in a "
                         r"session of its own \(setsid\) outlives its end", said[0]), said[0]
+
+
+UNTIL_TOLD = ESCAPE.replace('if sys.argv[1:] == ["stay"]:\n    time.sleep(600)\n',
+                            'import os\nwhile not os.path.exists("end"):\n    time.sleep(0.05)\n')
+
+
+@root_only
+@with_cgroups
+@pytest.mark.asyncio
+async def test_a_job_adopted_by_a_restarted_service_still_takes_its_setsid_child_with_it(top, account):
+    first = make(top)
+    row = job(first, UNTIL_TOLD, requests={"cpu": "500m", "memory": "128Mi"})
+    pid = await running(first, row)
+    child = int((await printed(first, row, r"child (\d+)")).group(1))
+    for task in list(first._tasks):  # the first service is gone; its processes are not
+        task.cancel()
+    again = make(top)
+    assert await again.restore() == 1
+    adopted = again.store.workload(row.id)
+    assert again.view(adopted)["state"] == "Running" and adopted.pods[0].pid == pid
+    Path(row.pods[0].log_path).with_name("end").touch()  # its command ends now
+    await until(lambda: again.view(adopted)["state"] == "Succeeded", "the adopted job to end", tick=again.tick)
+    await until(lambda: not _alive(child), "its setsid child to be gone", timeout=10)
+    assert not pod_cgroups(again, adopted)
