@@ -183,6 +183,7 @@ async def test_a_job_over_its_memory_is_stopped_by_the_kernel_and_told_why(top, 
     message = (f"{row.pods[0].name} went over its memory limit of 100Mi, so the kernel stopped it (out of memory): "
                "ask for more memory (resources.limits.memory), or use less")
     assert view["state"] == "Failed" and view["message"] == message, view
+    assert c.view(row, events=True)["events"][-1]["details"] == {"exitCode": 137, "oomKilled": True}
     assert log.endswith(f"tenancy: {message}\n")
     assert not pod_cgroups(c, row)
 

@@ -327,14 +327,14 @@ class LocalBackend(LoggingConfigurable, Backend):
         try:
             prow.log_path = str(workdir / log_name)
             # Paths relative to the work folder: the account may not be able to cross its ancestors.
+            user_command = self._command(row, workdir, owner)
             cg, fds = None, []
             if self.cgroups is not None:  # a new one each launch: an old process's end never kills a new one
                 cg = self.cgroups.create(self._cgroup_name(row, pod) + secrets.token_hex(3),
                                          cgroups.limits_for(row.spec.get("resources"), self.burst_cpu))
                 fds = cg.join_fds()
             command = [self.python, "-m", "hub_ext.backends.local.runner", exit_name,
-                       *(["--cgroup", ",".join(map(str, fds))] if fds else []), "--",
-                       *self._command(row, workdir, owner)]
+                       *(["--cgroup", ",".join(map(str, fds))] if fds else []), "--", *user_command]
             try:
                 proc = subprocess.Popen(
                     command, stdout=log_fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir,
@@ -373,7 +373,7 @@ class LocalBackend(LoggingConfigurable, Backend):
                 break
             await asyncio.sleep(POLL_SECONDS)
         # Its command has ended: so does everything it started (setsid or not), and its cgroup goes.
-        oom = await self._end_cgroup(pid, exit_path)
+        oom = await self._end_cgroup(pid, exit_path)  # what to say when the kernel stopped it for its memory
         if uid in self._procs and self._procs[uid] is not proc:
             return  # a newer process of this pod is running now; this one's end is old news
         self._procs.pop(uid, None)
@@ -381,11 +381,12 @@ class LocalBackend(LoggingConfigurable, Backend):
         if code is None:
             code = proc.returncode if proc is not None and proc.returncode is not None else 137
             code = 128 - code if code < 0 else code
-        self.controller.pod_exited(uid, code, oom if code else None)
+        reason = Reason("failed", oom, {"exitCode": code, "oomKilled": True}) if oom and code else None
+        self.controller.pod_exited(uid, code, reason)
 
-    async def _end_cgroup(self, pid: int, exit_path: Path | None) -> Reason | None:
+    async def _end_cgroup(self, pid: int, exit_path: Path | None) -> str | None:
         """Kill what is left in the cgroup of the runner ``pid`` and remove it; if the kernel killed one
-        of its processes for its memory, the reason (also written to the pod's log)."""
+        of its processes for its memory, the sentence that says so (also written to the pod's log)."""
         cg = self._cgroups.pop(pid, None)
         if cg is None:
             return None
@@ -402,7 +403,7 @@ class LocalBackend(LoggingConfigurable, Backend):
         message = (f"{exit_path.stem} went over its memory limit{size}, so the kernel stopped it (out of memory): "
                    "ask for more memory (resources.limits.memory), or use less")
         self._append_log(exit_path.with_suffix(".log"), f"tenancy: {message}\n")
-        return Reason("failed", message, {"oomKilled": True})
+        return message
 
     def _append_log(self, path: Path, line: str) -> None:
         try:
