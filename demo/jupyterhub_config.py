@@ -9,10 +9,12 @@ Run as root, every user's notebooks and training jobs run as their own system ac
 run as you (the scheduler service says so, see ``tenancy_config.py``).
 """
 
+import atexit
 import os
 import sys
 
 import spawner
+from hub_ext.backends.local import cgroups
 from hub_ext.backends.local.account_python import python_for_accounts
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -23,6 +25,11 @@ os.chmod(state, 0o711)  # the users' accounts reach their work folders in it, an
 service_port = int(os.environ.get("TENANCY_SERVICE_PORT", "10101"))
 
 c = get_config()  # noqa: F821 - provided by JupyterHub
+
+# Stopping the demo (Ctrl-C) stops the training jobs still running too, once the hub has stopped
+# the notebook servers and the scheduler service (a restart of the service alone keeps them: it
+# adopts them again). Where it cannot find them (no cgroups), it says how to stop them.
+atexit.register(cgroups.main, ["stop", state])
 
 c.JupyterHub.ip = "127.0.0.1"
 c.JupyterHub.port = int(os.environ.get("TENANCY_DEMO_PORT", "8000"))

@@ -6,16 +6,21 @@ as JupyterHub's ``LocalProcessSpawner`` and The Littlest JupyterHub do: ``jupyte
 made on demand, in its home (mode 0700), with umask 077. Otherwise every server runs as
 the hub's own account, each in a home folder of its own (``home_dir_template``), with
 no isolation between users: a laptop demo.
+
+Each server runs in a cgroup of its own (``hub_ext.backends.local.cgroups``), with its
+notebook's CPU and memory, and everything left in it is killed when the server stops.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 
 from jupyterhub.spawner import SimpleLocalProcessSpawner, SpawnException, set_user_setuid
 from traitlets import Bool, default
 
+from hub_ext.backends.local import cgroups
 from hub_ext.backends.local.accounts import AccountError, LocalAccounts, running_as_root
 from hub_ext.backends.local.datasets import LINKS, DatasetError, grant
 
@@ -43,6 +48,9 @@ class TenancyLocalSpawner(TenancySpawnerMixin, SimpleLocalProcessSpawner):
         return running_as_root()
 
     _account = None
+    _cgroup = None
+    _resources: dict | None = None  # the admitted notebook's requests and limits
+    _cgroup_name = ""
     _datasets: dict[str, str] = {}  # name -> folder, linked at datasets/<name> in the server's folder
 
     async def _ensure_account(self):
@@ -65,6 +73,7 @@ class TenancyLocalSpawner(TenancySpawnerMixin, SimpleLocalProcessSpawner):
     async def tenancy_admitted(self, wl) -> None:
         """The folders of the datasets it mounts: its account joins their groups (before its process takes
         its groups), and the server's folder gets ``datasets/<name>`` links to them."""
+        self._resources, self._cgroup_name = wl.get("resources"), f"nb-{wl['id']}-"
         self._datasets = {d["name"]: d["volume"]["hostPath"]["path"] for d in wl.get("datasets") or []
                           if "hostPath" in (d.get("volume") or {})}
         if self.per_user_accounts:
@@ -80,10 +89,12 @@ class TenancyLocalSpawner(TenancySpawnerMixin, SimpleLocalProcessSpawner):
 
     def make_preexec_fn(self, name):
         datasets = dict(self._datasets)
+        join = self._make_cgroup()  # in the new process, first (still as root): all it starts is in there
         if not self.per_user_accounts:
             setup = super().make_preexec_fn(name)
 
             def shared():
+                join()
                 setup()
                 _link(datasets)
 
@@ -91,11 +102,50 @@ class TenancyLocalSpawner(TenancySpawnerMixin, SimpleLocalProcessSpawner):
         become = set_user_setuid(self._account.pw_name)  # its uid, gid and own groups; then cd to its home
 
         def preexec():
+            join()
             os.umask(0o077)
             become()
             _link(datasets)  # as the account, in its home: nothing of root's is followed there
 
         return preexec
+
+    def _make_cgroup(self):
+        where, why = cgroups.place()
+        if where is None:
+            self.log.warning("%s runs without a cgroup (%s): its CPU and memory are not enforced and a process it "
+                             "starts in a session of its own (setsid) outlives it", self._log_name, why)
+            return lambda: None
+        try:
+            self._cgroup = where.create(self._cgroup_name + secrets.token_hex(3), cgroups.limits_for(self._resources))
+        except OSError as err:
+            raise SpawnException(f"Your server could not be given its CPU and memory (its cgroup: {err}); ask an "
+                                 "admin to look at the hub's log.", reason="cgroup", status_code=500) from None
+        return self._cgroup.join
+
+    async def stop(self, now=False):
+        cg = self._cgroup or (cgroups.of_pid(self.pid) if self.pid else None)  # after a hub restart: found by pid
+        try:
+            return await super().stop(now=now)
+        finally:
+            await self._end_cgroup(cg)
+
+    async def poll(self):
+        if self._cgroup is None and self.pid:  # after a hub restart: found by its process
+            self._cgroup = cgroups.of_pid(self.pid)
+        cg = self._cgroup
+        status = await super().poll()
+        if status is not None:  # ended on its own: what it started goes too
+            await self._end_cgroup(cg)
+        return status
+
+    async def _end_cgroup(self, cg) -> None:
+        if cg is None:
+            return
+        self._cgroup = None
+        try:
+            await asyncio.to_thread(cg.end)
+        except OSError as err:
+            self.log.warning("could not remove the cgroup %s of %s: %s", cg.name, self._log_name, err)
 
     def user_env(self, env):
         if not self.per_user_accounts:

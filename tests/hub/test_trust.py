@@ -353,3 +353,36 @@ def test_a_teammate_cannot_stop_my_notebook(hub):
     assert svc(hub, "admin", "DELETE", f"/workloads/{wl['id']}")[0] == 200  # an admin may
     wait_for(lambda: hub.server_model("alice", "") is None, "alice's server to be stopped")
     wait_for(lambda: leaf_used(hub, "root.a.1") == "0", "alice's room to be given back")
+
+
+# -- issue 21: the local spawner's servers in cgroups of their own ---------------------------------------
+
+def test_a_notebook_server_is_capped_in_its_own_cgroup_and_its_stop_ends_even_a_setsid_child(hub):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from harness import proc_alive
+    from hub_ext.backends.local import cgroups
+
+    where, why = cgroups.place()  # the hub's, as it runs beside this test
+    if where is None:
+        pytest.skip(f"no writable cgroup here: {why}")
+    start(hub, "dave")  # small: 5 CPUs, 4 GiB
+    hub.wait_server_ready("dave")
+    code = ("import subprocess\n"
+            "child = subprocess.Popen(['sleep', '600'], start_new_session=True)\n"
+            "print(child.pid)\n"
+            "print(open('/proc/self/cgroup').read())")
+    with ThreadPoolExecutor(1) as pool:  # run_code has a loop of its own; the browser's may be running here
+        out = pool.submit(run_code, hub, "dave", token(hub, "dave"), code).result()
+    child = int(out.split()[0])
+    cpu = next(line.split(":", 2)[2] for line in out.splitlines()[1:] if "cpu" in line.split(":")[1].split(","))
+    name = os.path.basename(cpu)
+    assert name.startswith(f"nb-{notebook_of(hub, 'dave')['id']}-"), out  # the kernel is in its server's cgroup
+    cg = where.named(name)
+    assert cg is not None and child in cg.procs()
+    if cg.version == 1:
+        assert open(os.path.join(cg.dirs["cpu"], "cpu.cfs_quota_us")).read().strip() == "500000"  # 5 CPUs
+        assert open(os.path.join(cg.dirs["memory"], "memory.limit_in_bytes")).read().strip() == str(4 * 2**30)
+    hub.stop_server("dave")
+    wait_for(lambda: not proc_alive(child), "the server's setsid child to be gone", timeout=60)
+    wait_for(lambda: where.named(name) is None, "the server's cgroup to be removed", timeout=30)

@@ -3,6 +3,10 @@
 Training pods run as ``python -m hub_ext.backends.local.runner`` wrapping the
 user's command, in their own process group, with stdout and stderr captured to
 a log file. Eviction is SIGTERM to the group, the grace period, then SIGKILL.
+Each pod runs in a cgroup of its own (``cgroups``): its CPU and memory as it asked, and
+when its command ends (or it is cancelled) every process left in it is killed, ``setsid``
+or not, and the cgroup removed. Where no cgroup can be made, one warning at start-up says
+what is not enforced then.
 Notebook servers are started by the spawner once admitted; evicting one warns
 its user (an event on the workload) and then stops the server through the hub
 API, recording who preempted it.
@@ -21,6 +25,7 @@ import asyncio
 import json
 import os
 import pwd
+import secrets
 import signal
 import subprocess
 import sys
@@ -31,7 +36,9 @@ from traitlets.config import LoggingConfigurable
 
 from ...quota.errors import ValidationError
 from ...quota.nodes import parse_node
+from ...scheduler.model import Reason
 from .. import Backend
+from . import cgroups
 from .account_python import others_can_enter, others_can_run
 from .accounts import AccountError, LocalAccounts, groups_of, running_as_root
 from .datasets import DatasetError, ensure_group, folder_problem, grant, group_name, guard_folder, link_datasets, \
@@ -121,12 +128,32 @@ class LocalBackend(LoggingConfigurable, Backend):
         help="Extra environment for training pods (values are strings).",
     ).tag(config=True)
 
+    burst_cpu = Bool(
+        False,
+        help="""
+        Whether a training pod that gives no CPU limit may use idle CPUs beyond its request.
+        False (the default): its CPU request is also its cap (a CFS quota on its cgroup): this
+        backend's capacity is a declared budget, so a pod above its request takes CPU time
+        other admitted pods were promised. True: as on Kubernetes, only a limit caps it, and
+        its request is its weight when CPUs are contended. Example:
+        ``c.LocalBackend.burst_cpu = True``.
+
+        .. versionadded:: 0.3
+        """,
+    ).tag(config=True)
+
     def __init__(self, hub=None, **kwargs):
         super().__init__(**kwargs)
         self.hub = hub
         self._tenants: list = []
         self._guarded: set[str] = set()  # datasets whose folders' groups this service keeps
         self._procs: dict[int, subprocess.Popen] = {}
+        self._cgroups: dict[int, cgroups.Cgroup] = {}  # a runner's pid -> its pod's cgroup
+        self.cgroups, why = cgroups.place()
+        if self.cgroups is None:
+            self.log.warning("LocalBackend: no cgroup can be made here (%s): each training pod is only a process "
+                             "group, so its CPU and memory are not enforced and a process it starts in a session of "
+                             "its own (setsid) outlives its end", why)
         self.accounts = LocalAccounts(parent=self)
         self.per_user = running_as_root()
         if self.per_user:
@@ -283,6 +310,10 @@ class LocalBackend(LoggingConfigurable, Backend):
             return
         await self._watch(pod.uid, proc.pid, exit_path, proc)
 
+    def _cgroup_name(self, row, pod) -> str:
+        """``<service>-<workload>-<pod>-``: what the names of this pod's cgroups start with."""
+        return f"{cgroups.service_prefix(self.data_dir)}{row.id}-{pod.name}-"
+
     def _launch(self, row, pod, prow, owner: pwd.struct_passwd, uses=()):
         uid, gid = owner.pw_uid, owner.pw_gid
         workdir = make_workdir(Path(self.data_dir).absolute(), row.id, uid, gid)
@@ -296,21 +327,35 @@ class LocalBackend(LoggingConfigurable, Backend):
         try:
             prow.log_path = str(workdir / log_name)
             # Paths relative to the work folder: the account may not be able to cross its ancestors.
-            command = [self.python, "-m", "hub_ext.backends.local.runner", exit_name, "--",
-                       *self._command(row, workdir, owner)]
+            user_command = self._command(row, workdir, owner)
+            cg, fds = None, []
+            if self.cgroups is not None:  # a new one each launch: an old process's end never kills a new one
+                cg = self.cgroups.create(self._cgroup_name(row, pod) + secrets.token_hex(3),
+                                         cgroups.limits_for(row.spec.get("resources"), self.burst_cpu))
+                fds = cg.join_fds()
+            command = [self.python, "-m", "hub_ext.backends.local.runner", exit_name,
+                       *(["--cgroup", ",".join(map(str, fds))] if fds else []), "--", *user_command]
             try:
                 proc = subprocess.Popen(
                     command, stdout=log_fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir,
-                    env=self._env(row, pod, owner, datasets), start_new_session=True, umask=0o077, **self._identity(owner),
+                    env=self._env(row, pod, owner, datasets), start_new_session=True, umask=0o077, pass_fds=fds,
+                    **self._identity(owner),
                 )
             except OSError as err:
+                if cg is not None:
+                    cg.remove()
                 why = f"{owner.pw_name} cannot run {self.python}: {err.strerror or err}"
                 if isinstance(err, PermissionError) and self.per_user:
                     why += " (LocalBackend.python must be a Python every user's account can run)"
                 os.write(log_fd, f"tenancy: could not start this pod: {why}\n".encode())
                 raise OSError(why) from None
+            finally:
+                for fd in fds:
+                    os.close(fd)
         finally:
             os.close(log_fd)
+        if cg is not None:
+            self._cgroups[proc.pid] = cg
         prow.pid = proc.pid
         # Durable at once: a service that dies now must find this process again, not start another.
         self.controller.store.commit()
@@ -327,6 +372,8 @@ class LocalBackend(LoggingConfigurable, Backend):
             elif not _alive(pid):
                 break
             await asyncio.sleep(POLL_SECONDS)
+        # Its command has ended: so does everything it started (setsid or not), and its cgroup goes.
+        oom = await self._end_cgroup(pid, exit_path)  # what to say when the kernel stopped it for its memory
         if uid in self._procs and self._procs[uid] is not proc:
             return  # a newer process of this pod is running now; this one's end is old news
         self._procs.pop(uid, None)
@@ -334,7 +381,41 @@ class LocalBackend(LoggingConfigurable, Backend):
         if code is None:
             code = proc.returncode if proc is not None and proc.returncode is not None else 137
             code = 128 - code if code < 0 else code
-        self.controller.pod_exited(uid, code)
+        reason = Reason("failed", oom, {"exitCode": code, "oomKilled": True}) if oom and code else None
+        self.controller.pod_exited(uid, code, reason)
+
+    async def _end_cgroup(self, pid: int, exit_path: Path | None) -> str | None:
+        """Kill what is left in the cgroup of the runner ``pid`` and remove it; if the kernel killed one
+        of its processes for its memory, the sentence that says so (also written to the pod's log)."""
+        cg = self._cgroups.pop(pid, None)
+        if cg is None:
+            return None
+        try:
+            kills = await asyncio.to_thread(cg.oom_kills)
+            await asyncio.to_thread(cg.end)
+        except OSError as err:
+            self.log.warning("could not remove the cgroup %s of pod process %s: %s", cg.name, pid, err)
+            return None
+        if not kills or exit_path is None:
+            return None
+        memory = cg.limits.memory if cg.limits else None
+        size = f" of {_mebibytes(memory)}" if memory else ""
+        message = (f"{exit_path.stem} went over its memory limit{size}, so the kernel stopped it (out of memory): "
+                   "ask for more memory (resources.limits.memory), or use less")
+        self._append_log(exit_path.with_suffix(".log"), f"tenancy: {message}\n")
+        return message
+
+    def _append_log(self, path: Path, line: str) -> None:
+        try:
+            fd = open_owned(path.parent, path.name, os.O_WRONLY | os.O_APPEND, _folder_owner(path),
+                            os.lstat(path.parent).st_gid)
+        except OSError as err:
+            self.log.warning("could not write to %s: %s", path, err)
+            return
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
 
     async def _terminate(self, pid: int | None, grace: float) -> None:
         if not pid or not _alive(pid):
@@ -389,7 +470,12 @@ class LocalBackend(LoggingConfigurable, Backend):
                 except Exception as err:  # noqa: BLE001
                     self.log.warning("could not stop %s's server: %s", row.user, err)
             return
+        cg = self._cgroups.get(prow.pid) if prow.pid else None
+        if cg is not None:  # those that left its process group (setsid) are asked too
+            await asyncio.to_thread(cg.signal, signal.SIGTERM, prow.pid)
         await self._terminate(prow.pid, self.stop_grace_seconds)
+        if cg is not None:
+            await asyncio.to_thread(_end_quietly, cg, self.log)
 
     async def recover(self, row, prow, pod):
         """``"running"``, ``("exited", code)`` or ``"gone"`` for a pod that ran before a restart."""
@@ -403,9 +489,15 @@ class LocalBackend(LoggingConfigurable, Backend):
             return "running" if running else "gone"
         exit_path = Path(prow.log_path or "").with_suffix(".exit") if prow.log_path else None
         if prow.pid and _alive(prow.pid) and not (exit_path and os.path.lexists(exit_path)):
+            cg = self.cgroups.of_pid(prow.pid) if self.cgroups is not None else None
+            if cg is not None:
+                self._cgroups[prow.pid] = cg
             asyncio.ensure_future(self._watch(pod.uid, prow.pid, exit_path))
             self._procs[pod.uid] = None
             return "running"
+        if self.cgroups is not None:  # what its processes left running while the service was down
+            for cg in self.cgroups.all(self._cgroup_name(row, pod)):
+                await asyncio.to_thread(_end_quietly, cg, self.log)
         code = _read_exit(exit_path) if exit_path else None
         return ("exited", code) if code is not None else "gone"
 
@@ -423,6 +515,17 @@ def _me() -> pwd.struct_passwd:
     except KeyError:
         return pwd.struct_passwd((str(os.geteuid()), "x", os.geteuid(), os.getegid(), "",
                                   os.environ.get("HOME", "/"), "/bin/sh"))
+
+
+def _mebibytes(n: int) -> str:
+    return f"{n // 2**20}Mi" if n % 2**20 == 0 else f"{n} bytes"
+
+
+def _end_quietly(cg: cgroups.Cgroup, log) -> None:
+    try:
+        cg.end()
+    except OSError as err:
+        log.warning("could not remove the cgroup %s: %s", cg.name, err)
 
 
 def _alive(pid: int) -> bool:

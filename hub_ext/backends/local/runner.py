@@ -1,4 +1,8 @@
-"""``python -m hub_ext.backends.local.runner EXIT_FILE -- COMMAND...``: run a training pod's command.
+"""``python -m hub_ext.backends.local.runner EXIT_FILE [--cgroup FD,...] -- COMMAND...``: run a training pod's command.
+
+With ``--cgroup``, the runner first joins the pod's cgroup through those descriptors (its
+``cgroup.procs`` files, opened by the service), before the command starts: nothing of the pod
+ever runs outside it. A runner that cannot join it does not run the command (status 126).
 
 The command runs in the runner's process group, which the backend signals as a
 whole (SIGTERM, then SIGKILL after the grace period). The runner outlives the
@@ -19,10 +23,40 @@ import sys
 
 
 def main(argv: list[str]) -> int:
+    fds = []
+    if len(argv) >= 3 and argv[1] == "--cgroup":
+        fds = [int(fd) for fd in argv[2].split(",") if fd]
+        argv = argv[:1] + argv[3:]
     if len(argv) < 3 or argv[1] != "--":
-        print("usage: python -m hub_ext.backends.local.runner EXIT_FILE -- COMMAND...", file=sys.stderr)
+        print("usage: python -m hub_ext.backends.local.runner EXIT_FILE [--cgroup FD,...] -- COMMAND...",
+              file=sys.stderr)
         return 2
     exit_file, command = argv[0], argv[2:]
+    try:
+        _join(fds)
+    except OSError as err:
+        print(f"tenancy: could not put this pod in its cgroup, so it does not run: {err.strerror or err}",
+              file=sys.stderr, flush=True)
+        code = 126
+    else:
+        code = _run(command)
+    tmp = exit_file + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(code))
+    os.replace(tmp, exit_file)
+    return code
+
+
+def _join(fds: list[int]) -> None:
+    try:
+        for fd in fds:
+            os.write(fd, str(os.getpid()).encode())
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _run(command: list[str]) -> int:
     try:
         child = subprocess.Popen(command)
     except OSError as err:
@@ -36,10 +70,6 @@ def main(argv: list[str]) -> int:
         code = child.wait()
         if code < 0:  # killed by a signal: report it the shell's way
             code = 128 - code
-    tmp = exit_file + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(str(code))
-    os.replace(tmp, exit_file)
     return code
 
 
