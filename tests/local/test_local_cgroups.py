@@ -268,7 +268,7 @@ top = Path(sys.argv[1])
 tree_ = tree(node("root", {"cpu": 8}, {"cpu": 8}, children=[node("a", {"cpu": 8}, {"cpu": 8}, ["team-a"])]))
 
 async def main():
-    backend = LocalBackend(nodes_config=[{"name": "n1", "allocatable": {"cpu": "8"}}], data_dir=str(top / "data"),
+    backend = LocalBackend(nodes_config=[{"name": "n1", "allocatable": {"cpu": "8", "memory": "8Gi"}}], data_dir=str(top / "data"),
                            allow_shared_account=True)
     c = Controller(store=Store(f"sqlite:///{top}/t.sqlite"), tree=tree_, backend=backend)
     c.set_tenants(tenants_from_groups(
@@ -280,7 +280,7 @@ async def main():
         if c.view(row)["state"] not in ("Pending", "Running"):
             break
         await asyncio.sleep(0.1)
-    print(json.dumps({"state": c.view(row)["state"], "log": backend.logs(row, row.pods[0])}))
+    print(json.dumps({"state": c.view(row)["state"], "log": backend.logs(row, row.pods[0]) if row.pods else c.view(row).get("message")}))
 
 asyncio.run(main())
 """
