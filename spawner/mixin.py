@@ -153,7 +153,7 @@ class TenancySpawnerMixin(Configurable):
     async def _tenancy_options_form(self, spawner) -> str:
         groups = self.tenant_groups()
         if not groups:
-            return ""
+            return self._no_team_form()
         status = await self._team_status()
         teams, broken = [], []
         for g in groups:
@@ -191,6 +191,14 @@ class TenancySpawnerMixin(Configurable):
         return _FORMS.get_template("tenancy_options_form.html").render(
             teams=teams, broken=broken, profiles=profiles if teams else [], priority_note=note,
             dashboard=self.tenancy_public_url + "quota")
+
+    def _no_team_form(self) -> str:
+        """What someone in no team sees instead of a form (an empty form would start a server at once, to
+        fail): their provider's groups as the login recorded them, and whom to ask
+        (``c.JupyterHub.template_vars["tenancy_contact"]``)."""
+        record = (getattr(self.user, "user_info", None) or {}).get("tenancy") or {}
+        contact = ((self.user.settings or {}).get("template_vars") or {}).get("tenancy_contact") or "an admin of this hub"
+        return _FORMS.get_template("tenancy_no_team.html").render(user=self.user.name, record=record, contact=contact)
 
     @staticmethod
     def _verdict_words(verdict: dict) -> str:

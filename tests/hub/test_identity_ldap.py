@@ -1,0 +1,80 @@
+"""Issue 23: teams from a real LDAP directory (Debian's slapd, tools/ldap) through
+jupyterhub-ldapauthenticator, without a browser: alice logs in and works in her team; a directory
+admin moves her to the other team's groupOfNames; at her next login she acts in the new team only,
+her waiting work in the old one is cancelled and her running notebook goes on (README, "Identity").
+Someone whose groups give no team is recorded, and a group_map target that is not a team is one line
+at hub start."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from demo_hub import ROOT
+from identity import (COMMON, GROUP_MAP, after_the_move, hub_groups, make_teams, running_notebook, user_info, wait_teams,
+                      waiting_job)
+
+sys.path.insert(0, str(ROOT / "tools" / "ldap"))
+from slapd import Slapd, SlapdError, group_dn  # noqa: E402
+
+#: What a platform sets for LDAP (README, "Identity"), with the test directory's address.
+LDAP_CONFIG = """
+c.JupyterHub.authenticator_class = "hub_ext.identity.ldap.TenancyLDAPAuthenticator"
+c.TenancyLDAPAuthenticator.server_address = "127.0.0.1"
+c.TenancyLDAPAuthenticator.server_port = {port}
+c.TenancyLDAPAuthenticator.tls_strategy = "insecure"
+c.TenancyLDAPAuthenticator.bind_dn_template = ["uid={{username}},ou=people,dc=example,dc=org"]
+c.TenancyLDAPAuthenticator.group_search_filter = "(member={{userdn}})"
+c.TenancyLDAPAuthenticator.group_attributes = ["member"]
+c.TenancyLDAPAuthenticator.allowed_groups = {allowed!r}
+c.TenancyLDAPAuthenticator.group_map = {group_map!r}
+c.TenancyLDAPAuthenticator.only_mapped_groups = True
+"""
+
+
+@pytest.fixture(scope="module")
+def ldap(tmp_path_factory):
+    try:
+        with Slapd(tmp_path_factory.mktemp("slapd")) as server:
+            yield server
+    except SlapdError as err:
+        pytest.fail(str(err), pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def hub(hub_factory, ldap):
+    allowed = [group_dn(g) for g in ("data-science-alpha", "data-science-beta", "marketing")]
+    group_map = {**GROUP_MAP, "marketing": "team-gamma"}  # team-gamma is no team: one line at start
+    config = COMMON + LDAP_CONFIG.format(port=ldap.port, allowed=allowed, group_map=group_map)
+    with hub_factory("ldap-hub", extra_config=config) as h:
+        make_teams(h)
+        yield h
+
+
+def test_a_move_in_the_directory_moves_the_team_at_next_login(hub, ldap):
+    hub.login("alice", "alice-pw")
+    assert hub_groups(hub, "alice") == ["team-alpha"]
+    tok = hub.token_for("alice")
+    wait_teams(hub, tok, ["team-alpha"])
+    hub.start_server("alice", "", {"profile": "small"}, token=tok)
+    hub.wait_server_ready("alice", timeout=90)
+    nb_id = running_notebook(hub, tok)
+    job = waiting_job(hub, tok, "team-alpha")
+
+    ldap.move("alice", "data-science-alpha", "data-science-beta")
+    hub.login("alice", "alice-pw")
+    assert hub_groups(hub, "alice") == ["team-beta"]
+    after_the_move(hub, "alice", tok, job, nb_id)
+    assert user_info(hub, "alice") == {"providerGroups": ["data-science-beta"], "noTeam": {}}
+    hub.stop_server("alice")
+
+
+def test_groups_that_give_no_team_are_recorded_and_said_at_start(hub):
+    assert "group_map maps marketing to team-gamma, which is not a team yet" in hub.log_path.read_text()
+    hub.login("carol", "carol-pw")
+    assert hub_groups(hub, "carol") == ["team-gamma"]
+    assert user_info(hub, "carol") == {"providerGroups": ["marketing"],
+                                       "noTeam": {"marketing": "its group_map target team-gamma is not a team"}}
+    with pytest.raises(Exception, match="login as 'carol' failed"):
+        hub.login("carol", "wrong")
