@@ -26,7 +26,9 @@ from tornado import web
 from ..quota.quantity import format_list
 from .handlers import identity_of, tenant_view
 from .history import snapshot, since_argument, visible
+from .hub import HubError
 from .pages import render
+from .provider_groups import unmapped
 from .security import PAGE_POLICY, SecureHeaders
 from .store import EventRow
 from .tree_edit import audit_trail, evictions_log
@@ -218,7 +220,11 @@ class TenantsPage(PageHandler):
         await self.forbid_unless_admin(who)
         c = self.controller
         tenants = [tenant_view(c, t) for t in c.tenants]
-        self.show("tenants.html", who, {"tenants": tenants}, tenants=tenants)
+        try:
+            provider = unmapped(await self.settings["hub"].users())
+        except HubError as err:  # the page still shows the teams
+            provider = {"groups": [], "claimMissing": [], "unread": f"The hub's users could not be read: {err}"}
+        self.show("tenants.html", who, {"tenants": tenants}, tenants=tenants, provider=provider)
 
 
 def page_routes(prefix: str) -> list:

@@ -141,6 +141,10 @@ class HubClient:
         self._users[name] = (now, model)
         return model
 
+    async def users(self) -> list[dict]:
+        """Every user's model (with ``user_info``: needs list:users and read:users:name)."""
+        return await self._paginated("/users")
+
     async def stop_server(self, user: str, server: str = "") -> None:
         path = f"/users/{quote(user)}/servers/{quote(server)}" if server else f"/users/{quote(user)}/server"
         await self.request("DELETE", path, ok=(202, 204, 400, 404))

@@ -7,12 +7,13 @@ at hub start."""
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
 
 from demo_hub import ROOT
-from identity import (COMMON, GROUP_MAP, after_the_move, hub_groups, make_teams, running_notebook, user_info, wait_teams,
+from identity import (COMMON, GROUP_MAP, admin_token, after_the_move, hub_groups, make_teams, running_notebook, user_info, wait_teams,
                       waiting_job)
 
 sys.path.insert(0, str(ROOT / "tools" / "ldap"))
@@ -78,3 +79,10 @@ def test_groups_that_give_no_team_are_recorded_and_said_at_start(hub):
                                        "noTeam": {"marketing": "its group_map target team-gamma is not a team"}}
     with pytest.raises(Exception, match="login as 'carol' failed"):
         hub.login("carol", "wrong")
+    # an admin sees on the Tenants page which provider group gave no team, why, and whose it is
+    page = hub.request("GET", "/services/tenancy/tenants", token=admin_token(hub))
+    assert page.status_code == 200, page.text
+    row = re.search(r'<tr data-group="marketing">(.*?)</tr>', page.text, re.S)
+    assert row is not None, page.text
+    assert re.sub(r"<[^>]+>", "|", row.group(1)).strip("|").split("||") == [
+        "marketing", "its group_map target team-gamma is not a team", "carol"]
