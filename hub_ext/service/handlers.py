@@ -264,7 +264,7 @@ class MeHandler(APIHandler):
         self.send({
             "name": who.name, "kind": who.kind, "admin": who.admin,
             "tenants": [tenant_view(c, t) for t in who.tenants],
-            "workloads": c.views(rows),
+            "workloads": await c.viewer.views_async(rows),
             "notices": c.notices(who.name),
             "datasets": c.datasets.listing([t.namespace for t in who.tenants if t.usable]),
         })
@@ -338,7 +338,7 @@ class WorkloadsHandler(APIHandler):
                 kind=self.get_arguments("kind") or None, limit=limit, after=self.get_argument("continue", None))
         except ValueError as err:
             raise web.HTTPError(400, str(err)) from None
-        self.send({"workloads": c.views(rows), "continue": after})
+        self.send({"workloads": await c.viewer.views_async(list(rows)), "continue": after})
 
     async def post(self):
         dry_run = self.get_argument("dryRun", "false").lower() in ("1", "true", "yes")
@@ -453,7 +453,7 @@ class MetricsHandler(APIHandler):
     async def get(self):
         history = self.settings.get("history")
         if history is not None:
-            history.refresh_metrics()
+            await history.refresh_metrics()
         self.settings["metrics"].observe_engine(self.controller.engine)
         self.set_header("Content-Type", CONTENT_TYPE_LATEST)
         self.finish(generate_latest(self.settings["metrics"].registry))
