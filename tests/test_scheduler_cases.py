@@ -366,7 +366,7 @@ def test_a_replica_under_another_tree_leaves_the_original_alone():
     assert ref(ev.victim) == "team-a/a2" and waiting.nominated
     smaller_a = tree(node("root", {"cpu": 8}, {"cpu": 8}, children=[
         node("a", {"cpu": 2}, {"cpu": 4}, ["team-a"]), node("b", {"cpu": 4}, {"cpu": 8}, ["team-b"])]))
-    copy = eng.replica(smaller_a)
+    copy = eng.replica(smaller_a, queue=True)
     assert sorted(p.name for p in copy.pods.values()) == ["a1", "b"]  # the terminating pod is gone
     assert [p.name for p in copy.pending] == ["b"]  # the nominee queues again, in its place
     d = copy.schedule(11)
@@ -469,3 +469,21 @@ def test_the_seed_demo_is_unchanged():
             settle(eng, 10.0 * i)
         running.append(sorted(Counter(p.namespace for p in eng.pods.values() if p.phase is Phase.RUNNING).values()))
     assert running == [[4], [4, 4], [2, 3, 3], [2, 2, 2, 2]]
+
+
+def test_a_reclaimed_borrower_gets_at_most_the_reclaim_grace():
+    """A borrower asking for an hour's grace does not hold another team's guarantee for an hour
+    (``TenancyService.max_reclaim_grace_seconds``); a priority preemption keeps the victim's own."""
+    eng = engine(TWO_TEAMS, {"n1": {"cpu": 8}})
+    eng.max_reclaim_grace = 60
+    run_all(eng, [P("team-a/a1", 4, grace=3600), P("team-a/a2", 4, grace=3600)])  # a borrows b's 4
+    submit(eng, P("team-b/b", 4), 10)
+    [ev] = eng.schedule(10).evictions
+    assert ev.victim.reason.code == "reclaimed" and ev.deadline == 10 + 60
+    assert ev.victim.reason.details["gracePeriodSeconds"] == 60
+    other = engine(None, {"n1": {"cpu": 4}})
+    other.max_reclaim_grace = 60
+    run_all(other, [P("x/low", 4, pc=LOW, grace=3600)])
+    submit(other, P("y/crit", 4, pc=CRIT), 10)
+    [ev] = other.schedule(10).evictions
+    assert ev.victim.reason.code == "preempted" and ev.deadline == 10 + 3600

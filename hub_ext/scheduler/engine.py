@@ -34,9 +34,8 @@ together, as Kueue's ``preemption.go`` does for its rules.
 from __future__ import annotations
 
 import itertools
+from bisect import bisect_right
 from dataclasses import dataclass, field
-
-from sortedcontainers import SortedKeyList
 
 from ..quota.limitrange import LimitRange
 from ..quota.pods import PodSpec
@@ -51,6 +50,7 @@ from .model import QUOTA_MAX, QUOTA_MIN, Gang, Phase, Pod, Reason
 from .placement import place
 from .preemption import Plan, find_victims
 from .preemption.policy import RECLAIM
+from .queue import Queue
 from .quota_state import QuotaState
 from .submission import Refused, apply_limits, charge_gang_quotas, charge_quotas, resolve_priority
 from .units import Unit, waiting_unit
@@ -111,9 +111,15 @@ class Engine:
         # looked (it empties the set): pods refused there may fit now.
         self.quota_freed: set[str] = set()
         self.pods: dict[int, Pod] = {}
-        self.pending = SortedKeyList(key=Pod.sort_key)  # every waiting pod (not nominated), in queue order
+        self.pending = Queue(key=Pod.sort_key)  # every waiting pod (not nominated), in queue order
+        self._positions: tuple | None = None  # (queue version, positions) as last worked out
+        self._place_keys: tuple | None = None  # (queue version, keys of the places, by leaf): for dry runs
+        self._ahead: Engine | None = None  # a dry run's copy: the engine whose queue is ahead of its own pods
         self.backlog = Backlog(self.cluster)  # the waiting pods (gang leads) worth a look, and what wakes the rest
         self.grace_overrides: dict[str, float] = {}  # PriorityClass name -> grace seconds
+        # The longest grace a borrower reclaimed by another team gets (None: its own, however long):
+        # its own gracePeriodSeconds must not hold another team's guarantee for as long as it likes.
+        self.max_reclaim_grace: float | None = None
         self._uids = itertools.count(1)
         self._gang_ids = itertools.count(1)
         self._nominated: set[int] = set()
@@ -251,6 +257,7 @@ class Engine:
     def set_tree(self, tree: ElasticQuotaTree | None) -> None:
         """Replace the quota tree; usage is recounted from the pods."""
         self.quota = QuotaState(tree)
+        self.pending.changed()  # the leaves the positions are counted in
         for pod in self.pods.values():
             pod.leaf = self.quota.leaf_for(pod.namespace)
             if pod.phase is Phase.RUNNING or pod.nominated:
@@ -262,14 +269,23 @@ class Engine:
         self.quota.rescale(self.cluster.capacity)
         self.backlog.wake_all()
 
-    def replica(self, tree: ElasticQuotaTree | None) -> "Engine":
+    def replica(self, tree: ElasticQuotaTree | None, *, queue: bool = False) -> "Engine":
         """A new engine with this one's nodes, classes, quotas, limits and pods, under ``tree``.
 
-        Running pods are adopted where they run, terminating ones are gone, waiting
-        ones (nominated too) are queued in their order: what a tree change would
-        start from. Used for dry runs; this engine is not touched.
+        Running pods are adopted where they run, terminating ones are gone; this engine
+        is not touched. With ``queue``, waiting ones (nominated too) are queued in their
+        order: what a tree change would start from (``preview_tree``).
+
+        Without it (a dry run of a submission), the waiting pods are left out and
+        nominated ones run where they are nominated (their victims are gone): each
+        waiting pod was looked at by the last pass and is parked until what blocks it
+        changes, which a submission behind it does not change, so the copy decides on
+        the submission as the next pass would, and its queue positions count the places
+        here that are ahead of it. Copying 10,000 waiting pods, and a pass over them,
+        held the service's event loop for a second per dry run.
         """
         out = Engine(tree, PriorityClasses(self.classes.by_name.values()))
+        out.grace_overrides, out.max_reclaim_grace = dict(self.grace_overrides), self.max_reclaim_grace
         for node in self.cluster.nodes.values():
             alloc = dict(node.allocatable)
             if node.max_pods is not None:
@@ -281,15 +297,19 @@ class Engine:
         for lrs in self.limit_ranges.values():
             for lr in lrs.values():
                 out.apply_limit_range(lr)
+        if queue:
+            copied = [p for p in self.pods.values() if p.phase in (Phase.PENDING, Phase.RUNNING) and not p.occupying]
+        else:
+            copied = [p for p in self.pods.values()
+                      if (p.phase is Phase.RUNNING and not p.occupying) or p.uid in self._nominated]
         copied_gangs = set()
-        for pod in sorted(self.pods.values(), key=Pod.sort_key):
-            if pod.phase not in (Phase.PENDING, Phase.RUNNING) or pod.occupying:
-                continue
+        for pod in sorted(copied, key=Pod.sort_key):
             if pod.gang is not None:
                 if pod.gang.uid in copied_gangs:
                     continue
                 copied_gangs.add(pod.gang.uid)
-                members = [p for p in pod.gang.members if p.phase in (Phase.PENDING, Phase.RUNNING)]
+                members = [p for p in pod.gang.members if p.phase in (Phase.PENDING, Phase.RUNNING)
+                           and (queue or p.phase is Phase.RUNNING or p.uid in self._nominated)]
                 copies = out.submit_gang(pod.namespace, [p.name for p in members], pod.spec, pod.created,
                                          owner=pod.owner, labels=pod.labels, annotations=pod.annotations,
                                          preemptible=pod.preemptible, duration=pod.duration, name=pod.gang.name)
@@ -301,9 +321,21 @@ class Engine:
             for original, copy in zip(members, copies):
                 if original.phase is Phase.RUNNING:
                     out.adopt(copy, original.node, original.admitted_at)
+                elif not queue:  # nominated: its victims are gone here
+                    out.adopt(copy, original.node, original.created)
         for pod in self.pods.values():  # after ours: they take their room whatever is left (as here)
             if pod.occupying and pod.phase is Phase.RUNNING:
                 out.occupy(pod.namespace, pod.name, pod.spec, pod.node, pod.admitted_at, owner=pod.owner, labels=pod.labels)
+        if not queue:
+            # The pods left out still count in their namespaces' ResourceQuotas, as on a cluster; those
+            # terminating do not (they are gone in the copy).
+            out.rq_used = {k: dict(v) for k, v in self.rq_used.items()}
+            for pod in self.pods.values():
+                if pod.phase is Phase.TERMINATING:
+                    for qname, need in pod.quota_usage.items():
+                        if (pod.namespace, qname) in out.rq_used:
+                            add_into(out.rq_used[(pod.namespace, qname)], need, -1)
+            out._ahead = self
         return out
 
     def apply_priority_class(self, pc: PriorityClass) -> None:
@@ -622,7 +654,9 @@ class Engine:
             lead = unit.lead  # the same pod: a gang waits through its first waiting member
             never = self._never_fits(unit)
             for p in unit.pods:
-                p.inadmissible = never is not None
+                if p.inadmissible != (never is not None):
+                    p.inadmissible = never is not None
+                    self.pending.changed()
             if never is not None:
                 for p in unit.pods:
                     p.reason = never
@@ -760,6 +794,8 @@ class Engine:
             self.quota.leave(victim)
             self.cluster.leave(victim)
             grace = self.grace_overrides.get(victim.priority_class, victim.spec.grace_seconds)
+            if plan.kinds[victim.uid] == RECLAIM and self.max_reclaim_grace is not None:
+                grace = min(grace, self.max_reclaim_grace)
             victim.phase, victim.preempted_by, victim.evicted_at = Phase.TERMINATING, lead.uid, now
             victim.grace_deadline = now + grace
             victim.reason = eviction_reason(victim, lead, plan.kinds[victim.uid] == RECLAIM, now, grace)
@@ -783,22 +819,52 @@ class Engine:
         """Queue position of every waiting pod: (in the whole queue, in its quota leaf), from 1.
 
         A gang takes one place: every member has the gang's position. Inadmissible pods
-        have none.
+        have none. Worked out once per change of the queue (the answer is shared: do not
+        change it). In a dry run's copy (``replica(..., queue=False)``) its own pods come
+        after the places of the engine it was copied from that are ahead of them.
         """
+        cached = self._positions
+        if cached is not None and cached[0] == self.pending.version:
+            return cached[1]
         out, per_leaf, gangs = {}, {}, {}
+        ahead = self._ahead
         i = 0
-        for pod in self.pending:
-            if pod.inadmissible:
-                continue  # it cannot start as things are: it holds no place (Kueue's inadmissible)
+        for pod in self._places():
             if pod.gang is not None and pod.gang.uid in gangs:
                 out[pod.uid] = gangs[pod.gang.uid]
                 continue
             i += 1
             n = per_leaf[pod.leaf] = per_leaf.get(pod.leaf, 0) + 1
-            out[pod.uid] = (i, n)
+            place = (i, n)
+            if ahead is not None:
+                before, before_in_leaf = ahead._places_before(pod)
+                place = (i + before, n + before_in_leaf)
+            out[pod.uid] = place
             if pod.gang is not None:
-                gangs[pod.gang.uid] = (i, n)
+                gangs[pod.gang.uid] = place
+        self._positions = (self.pending.version, out)
         return out
+
+    def _places(self):
+        # An inadmissible pod cannot start as things are: it holds no place (Kueue's inadmissible).
+        return (pod for pod in self.pending if not pod.inadmissible)
+
+    def _places_before(self, pod: Pod) -> tuple[int, int]:
+        """How many places of this queue are ahead of ``pod`` (of a dry run's copy): in all, in its leaf."""
+        cached = self._place_keys
+        if cached is None or cached[0] != self.pending.version:
+            keys, leaf_keys, gangs = [], {}, set()
+            for p in self._places():
+                if p.gang is not None:
+                    if p.gang.uid in gangs:
+                        continue
+                    gangs.add(p.gang.uid)
+                key = p.sort_key()[:2]  # (priority, created): a copy's pods have uids of their own
+                keys.append(key)
+                leaf_keys.setdefault(p.leaf.name, []).append(key)
+            cached = self._place_keys = (self.pending.version, keys, leaf_keys)
+        key = pod.sort_key()[:2]
+        return bisect_right(cached[1], key), bisect_right(cached[2].get(pod.leaf.name, ()), key)
 
 
 def _fit_key(unit: Unit) -> tuple:

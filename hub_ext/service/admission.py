@@ -179,7 +179,7 @@ class Admission:
             nominated |= {p.uid for p in d.nominated}
             if not d:
                 break
-        live = {(p.namespace, p.name): wid for wid, o in self.owners.items() for p in o.pods}
+        live = {(p.namespace, p.name): wid for wid, o in self.owners.items() for p in o.pods} if evictions else {}
         victims = []
         for ev in evictions:
             row = self.rows.get(live.get((ev.victim.namespace, ev.victim.name), ""))

@@ -52,6 +52,7 @@ from .forward import Switch, standby_app
 from .health import Health, watch_database
 from .heap import freeze_startup, tune
 from .store import SQLITE_SYNCHRONOUS, Store, StoreError, explain
+from .streams import StreamSlots
 from .watchdog import Watchdog, hub_parent
 from .workloads import KINDS, MIN_REQUESTS, Bounds
 
@@ -257,6 +258,31 @@ class TenancyService(Application):
         turn, so one user's flood does not slow everybody else's answers. 0: no limit.
         """,
     ).tag(config=True)
+    max_event_streams_per_user = Integer(
+        10,
+        help="""
+        Event streams (``GET /api/v1/events``: each open page and JupyterLab tab holds one) one
+        user may hold open at once; the next is refused (429) until one closes. 0: no cap.
+        """,
+    ).tag(config=True)
+    max_reclaim_grace_seconds = Float(
+        60.0,
+        help="""
+        The longest grace period a borrowing pod gets when it is evicted to give another team
+        back its guarantee (a reclaim): a pod's own ``gracePeriodSeconds`` (or its PriorityClass's)
+        above it is cut to it, and the pod is killed once it has passed (Kubernetes deletes it
+        with this grace period; the local backend sends SIGKILL). Without it, a borrower asking
+        for an hour's grace and ignoring SIGTERM would hold the other team's guarantee for an
+        hour. Other evictions (priority preemption within a team) keep their grace period.
+        """,
+    ).tag(config=True)
+
+    @validate("max_reclaim_grace_seconds")
+    def _valid_reclaim_grace(self, proposal):
+        if proposal["value"] < 0:
+            raise TraitError(f"TenancyService.max_reclaim_grace_seconds must be 0 or more, got {proposal['value']}")
+        return proposal["value"]
+
     max_replicas = Integer(64, help="Most pods (replicas) one training job may ask for.").tag(config=True)
     max_workloads_per_user = Integer(
         20,
@@ -432,6 +458,7 @@ class TenancyService(Application):
                                 max_workloads_per_user=self.max_workloads_per_user,
                                 max_workloads_per_team=self.max_workloads_per_team)
         controller.tree_manifest = manifest
+        controller.engine.max_reclaim_grace = self.max_reclaim_grace_seconds
         for i, raw in enumerate(self.objects):
             try:
                 controller.apply_object(parse_object(raw))
@@ -456,7 +483,7 @@ class TenancyService(Application):
             openapi=load_openapi(OPENAPI), authenticate_metrics=self.authenticate_metrics,
             cookie_secret=cookie_secret(self.cookie_secret, hub_token()), xsrf_cookies=False,
             service_name=self.service_name, max_body_bytes=self.max_body_bytes,
-            fairness=FairShare(self.requests_per_user),
+            fairness=FairShare(self.requests_per_user), streams=StreamSlots(self.max_event_streams_per_user),
             static_path=str(STATIC), static_url_prefix=prefix + "static/", static_handler_class=StaticFiles,
         )
         return app, controller

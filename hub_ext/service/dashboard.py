@@ -25,7 +25,7 @@ from tornado import web
 
 from ..quota.quantity import format_list
 from .handlers import identity_of, tenant_view
-from .history import snapshot, since_argument, visible
+from .history import since_argument, visible
 from .hub import HubError
 from .pages import render
 from .provider_groups import unmapped
@@ -55,6 +55,12 @@ class PageHandler(HubOAuthenticated, SecureHeaders):
     def controller(self):
         return self.settings["controller"]
 
+    async def prepare(self):
+        # Ask the hub about the token here, without blocking: tornado's get_current_user is not a
+        # coroutine, and HubAuth's blocking answer there held the event loop for the hub's reply.
+        # HubAuth keeps the answer for the rest of the request.
+        await self.hub_auth.get_user(self, sync=False)
+
     async def who(self):
         return await identity_of(self.controller, self.settings["hub"], self.current_user)
 
@@ -79,8 +85,8 @@ class PageHandler(HubOAuthenticated, SecureHeaders):
         since = since_argument(self.get_argument("hours", None), self.controller.clock())
         return [visible(s, who) for s in self.settings["history"].samples(since)]
 
-    def live(self, who) -> dict:
-        return visible(snapshot(self.controller), who)
+    async def live(self, who) -> dict:
+        return visible(await self.settings["history"].current(), who)
 
     async def forbid_unless_admin(self, who) -> None:
         if not who.admin:
@@ -105,7 +111,7 @@ class ClusterPage(PageHandler):
     @web.authenticated
     async def get(self):
         who = await self.who()
-        self.show("cluster.html", who, {"snapshot": self.live(who), "history": self.history(who),
+        self.show("cluster.html", who, {"snapshot": await self.live(who), "history": self.history(who),
                                         "warnings": list(self.controller.engine.warnings)})
 
 
@@ -115,7 +121,7 @@ class NodesPage(PageHandler):
     @web.authenticated
     async def get(self):
         who = await self.who()
-        self.show("nodes.html", who, {"snapshot": self.live(who), "history": self.history(who)})
+        self.show("nodes.html", who, {"snapshot": await self.live(who), "history": self.history(who)})
 
 
 class JobsPage(PageHandler):
@@ -126,7 +132,7 @@ class JobsPage(PageHandler):
         who = await self.who()
         c = self.controller
         rows, _ = c.store.workloads(user=None if who.admin else who.name, namespaces=who.namespaces(), limit=300)
-        self.show("jobs.html", who, {"workloads": c.views(rows), "snapshot": self.live(who),
+        self.show("jobs.html", who, {"workloads": await c.viewer.views_async(list(rows)), "snapshot": await self.live(who),
                                      "history": self.history(who)})
 
 
@@ -154,7 +160,7 @@ class QuotaPage(PageHandler):
     async def get(self):
         who = await self.who()
         c = self.controller
-        self.show("quota.html", who, {"snapshot": self.live(who), "history": self.history(who),
+        self.show("quota.html", who, {"snapshot": await self.live(who), "history": self.history(who),
                                       "evictions": evictions_log(c.store, who.namespaces()),
                                       "warnings": list(c.engine.warnings)})
 

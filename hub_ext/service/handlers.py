@@ -267,7 +267,7 @@ class MeHandler(APIHandler):
         self.send({
             "name": who.name, "kind": who.kind, "admin": who.admin,
             "tenants": [tenant_view(c, t) for t in who.tenants],
-            "workloads": c.views(rows),
+            "workloads": await c.viewer.views_async(rows),
             "notices": c.notices(who.name),
             "datasets": c.datasets.listing([t.namespace for t in who.tenants if t.usable]),
         })
@@ -342,7 +342,7 @@ class WorkloadsHandler(APIHandler):
                 kind=self.get_arguments("kind") or None, limit=limit, after=self.get_argument("continue", None))
         except ValueError as err:
             raise web.HTTPError(400, str(err)) from None
-        self.send({"workloads": c.views(rows), "continue": after})
+        self.send({"workloads": await c.viewer.views_async(list(rows)), "continue": after})
 
     async def post(self):
         dry_run = self.get_argument("dryRun", "false").lower() in ("1", "true", "yes")
@@ -416,13 +416,19 @@ class LogsHandler(APIHandler):
 
 
 class EventsHandler(APIHandler):
-    """Server-sent events: one ``data:`` line per changed workload the caller may see."""
+    """Server-sent events: one ``data:`` line per changed workload the caller may see.
+
+    Each caller holds at most ``max_event_streams_per_user`` streams at once (see ``streams.py``)."""
 
     fair = False
 
     async def get(self):
+        slots, who = self.settings.get("streams"), self.identity.name
+        if slots is not None and not slots.take(who):
+            raise web.HTTPError(429, f"{who} has {slots.held(who)} event streams open already, the most one user "
+                                     "may hold; close one (a page or JupyterLab tab) and try again")
         self.set_header("Content-Type", "text/event-stream")
-        queue: asyncio.Queue = asyncio.Queue()
+        self._queue = queue = asyncio.Queue()
         c, allowed = self.controller, self.identity.namespaces()
         samples = self.get_argument("samples", "false").lower() in ("1", "true", "yes")
         c.listeners.add(queue)
@@ -436,6 +442,8 @@ class EventsHandler(APIHandler):
                     self.write(": keep-alive\n\n")
                     await self.flush()
                     continue
+                if message is None:  # the client went away (on_connection_close)
+                    break
                 if message.get("type") == "sample":  # the pages' live figures (?samples=true): what this caller may see
                     if not samples:
                         continue
@@ -452,6 +460,14 @@ class EventsHandler(APIHandler):
             pass
         finally:
             c.listeners.discard(queue)
+            if slots is not None:
+                slots.give_back(who)
+
+    def on_connection_close(self):
+        super().on_connection_close()
+        queue = getattr(self, "_queue", None)
+        if queue is not None:  # its slot is free at once, not at the next keep-alive
+            queue.put_nowait(None)
 
 
 class MetricsHandler(APIHandler):
@@ -464,7 +480,7 @@ class MetricsHandler(APIHandler):
     async def get(self):
         history = self.settings.get("history")
         if history is not None:
-            history.refresh_metrics()
+            await history.refresh_metrics()
         self.settings["metrics"].observe_engine(self.controller.engine)
         self.set_header("Content-Type", CONTENT_TYPE_LATEST)
         self.finish(generate_latest(self.settings["metrics"].registry))

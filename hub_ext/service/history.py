@@ -55,43 +55,78 @@ def team_names(controller) -> dict[str, str]:
     return {t.namespace: t.group for t in controller.tenants if t.usable}
 
 
+#: Pods (or rows) read per turn of the event loop by ``snapshot_async``: with 10,000 queued, reading
+#: them all at once held the loop for a tenth of a second (every page, every scrape).
+CHUNK = 250
+
+
 def snapshot(controller, now: float | None = None) -> dict:
     """The state the pages and ``/metrics`` show, read from the engine (see the module's docstring)."""
-    engine = controller.engine
-    teams = team_names(controller)
-    capacity: dict = {}
-    nodes: dict = {}
-    for node in engine.cluster.nodes.values():
-        _add(capacity, node.allocatable)
-        nodes[node.name] = {"allocatable": units(node.allocatable), "allocated": {}, "pods": 0, "teams": {}}
-    allocated: dict = {}
-    pending: dict = {}
-    by_team: dict = {}
-    jobs: dict = {}
-    for pod in engine.pods.values():
-        team = teams.get(pod.namespace, pod.namespace)
-        if pod.phase in (Phase.RUNNING, Phase.TERMINATING):
-            _add(allocated, pod.requests)
-            _add(by_team.setdefault(team, {}), pod.requests)
-            node = nodes.get(pod.node) if pod.node else None
-            if node is not None:
-                node["pods"] += 1
-                _add(node["allocated"], units(pod.requests))
-                _add(node["teams"].setdefault(team, {}), units(pod.requests))
-        elif pod.phase is Phase.PENDING and pod.node is None and not pod.inadmissible:
-            _add(pending, pod.requests)  # what waits for room (work that can never start is not demand)
-    for row in controller.rows.values():
-        if row.kind == "training" and row.state in ("Pending", "Running"):
-            count = jobs.setdefault(row.tenant or row.namespace, {"queued": 0, "running": 0})
-            count["queued" if row.state == "Pending" else "running"] += 1
-    return {
-        "time": controller.clock() if now is None else now,
-        "cluster": {"capacity": units(capacity), "allocated": units(allocated), "pending": units(pending)},
-        "teams": {team: units(amounts) for team, amounts in sorted(by_team.items())},
-        "nodes": nodes,
-        "quota": quota_figures(controller),
-        "jobs": jobs,
-    }
+    steps = _snapshot(controller, now)
+    for _ in steps:
+        pass
+    return steps.snap
+
+
+async def snapshot_async(controller, now: float | None = None) -> dict:
+    """``snapshot``, read ``CHUNK`` pods at a time with the event loop's other work in between
+    (the figures may mix states a few milliseconds apart, as a scrape does anyway)."""
+    steps = _snapshot(controller, now)
+    for _ in steps:
+        await asyncio.sleep(0)
+    return steps.snap
+
+
+class _snapshot:
+    """The reading of a snapshot, a chunk per step (iterate it; then ``snap`` is the result)."""
+
+    def __init__(self, controller, now):
+        self.controller, self.now, self.snap = controller, now, None
+
+    def __iter__(self):
+        controller = self.controller
+        engine = controller.engine
+        teams = team_names(controller)
+        capacity: dict = {}
+        nodes: dict = {}
+        for node in engine.cluster.nodes.values():
+            _add(capacity, node.allocatable)
+            nodes[node.name] = {"allocatable": units(node.allocatable), "allocated": {}, "pods": 0, "teams": {}}
+        allocated: dict = {}
+        pending: dict = {}
+        by_team: dict = {}
+        jobs: dict = {}
+        pods = list(engine.pods.values())
+        for start in range(0, len(pods), CHUNK):
+            if start:
+                yield
+            for pod in pods[start:start + CHUNK]:
+                team = teams.get(pod.namespace, pod.namespace)
+                if pod.phase in (Phase.RUNNING, Phase.TERMINATING):
+                    _add(allocated, pod.requests)
+                    _add(by_team.setdefault(team, {}), pod.requests)
+                    node = nodes.get(pod.node) if pod.node else None
+                    if node is not None:
+                        node["pods"] += 1
+                        _add(node["allocated"], units(pod.requests))
+                        _add(node["teams"].setdefault(team, {}), units(pod.requests))
+                elif pod.phase is Phase.PENDING and pod.node is None and not pod.inadmissible:
+                    _add(pending, pod.requests)  # what waits for room (work that can never start is not demand)
+        rows = list(controller.rows.values())
+        for start in range(0, len(rows), CHUNK):
+            yield
+            for row in rows[start:start + CHUNK]:
+                if row.kind == "training" and row.state in ("Pending", "Running"):
+                    count = jobs.setdefault(row.tenant or row.namespace, {"queued": 0, "running": 0})
+                    count["queued" if row.state == "Pending" else "running"] += 1
+        self.snap = {
+            "time": controller.clock() if self.now is None else self.now,
+            "cluster": {"capacity": units(capacity), "allocated": units(allocated), "pending": units(pending)},
+            "teams": {team: units(amounts) for team, amounts in sorted(by_team.items())},
+            "nodes": nodes,
+            "quota": quota_figures(controller),
+            "jobs": jobs,
+        }
 
 
 def quota_figures(controller) -> dict:
@@ -186,14 +221,32 @@ class History:
         SampleRow.__table__.create(self.store.engine, checkfirst=True)
         self._last_sent: str | None = None
         self._last_stored = 0.0
+        self._latest: tuple[float, dict] | None = None  # (monotonic time, snapshot) of the last read
+        self._reading: asyncio.Future | None = None
 
-    def take(self, now: float | None = None) -> dict:
-        """Store one sample now (and drop those past the retention); returns it."""
-        snap = snapshot(self.controller, now)
+    def take(self, now: float | None = None, snap: dict | None = None) -> dict:
+        """Store one sample now, ``snap`` or one read now (and drop those past the retention); returns it."""
+        snap = snapshot(self.controller, now) if snap is None else snap
         self.store.add(SampleRow(time=snap["time"], data=snap))
         self.store.session.execute(delete(SampleRow).where(SampleRow.time < snap["time"] - self.retention))
         self.store.commit()
         self._last_stored = snap["time"]
+        return snap
+
+    async def current(self, max_age: float = 1.0) -> dict:
+        """The live snapshot, at most ``max_age`` seconds old: read again (a chunk per turn of the
+        event loop, once for all who ask meanwhile) when older. For the pages and ``/metrics``."""
+        latest = self._latest
+        if latest is not None and time.monotonic() - latest[0] <= max_age:
+            return latest[1]
+        if self._reading is None or self._reading.done():
+            self._reading = asyncio.ensure_future(self._read())
+        return await asyncio.shield(self._reading)
+
+    async def _read(self) -> dict:
+        started = time.monotonic()
+        snap = await snapshot_async(self.controller)
+        self._latest = (started, snap)
         return snap
 
     def samples(self, since: float, *, most: int = 720) -> list[dict]:
@@ -215,32 +268,38 @@ class History:
         for queue in list(self.controller.listeners):
             queue.put_nowait(message)
 
-    def step(self, now: float | None = None) -> dict | None:
+    def wanted(self, now: float) -> bool:
+        """Whether a round at ``now`` needs a snapshot: a sample is due, or someone listens."""
+        return now - self._last_stored >= self.interval or bool(self.controller.listeners)
+
+    def step(self, now: float | None = None, snap: dict | None = None) -> dict | None:
         """One round of the loop: store a sample when due, push the live snapshot when it changed.
         Between samples, with nobody listening, nothing is worked out (a snapshot reads every pod:
-        thousands, every ``live`` seconds, under load); ``/metrics`` takes its own when scraped."""
+        thousands, every ``live`` seconds, under load); ``/metrics`` takes its own when scraped.
+        ``snap``: the snapshot of ``now``, read already."""
         now = self.controller.clock() if now is None else now
-        if now - self._last_stored >= self.interval:
-            snap = self.take(now)
-        elif self.controller.listeners:
-            snap = snapshot(self.controller, now)
-        else:
+        if not self.wanted(now):
             return None
+        snap = snapshot(self.controller, now) if snap is None else snap
+        if now - self._last_stored >= self.interval:
+            self.take(now, snap)
         if self.metrics is not None:
             self.metrics.observe_snapshot(snap)
         if self.controller.listeners:
             self.publish(snap)
         return snap
 
-    def refresh_metrics(self) -> None:
+    async def refresh_metrics(self) -> None:
         """The page figures' gauges as of now (before ``/metrics`` answers)."""
         if self.metrics is not None:
-            self.metrics.observe_snapshot(snapshot(self.controller))
+            self.metrics.observe_snapshot(await self.current())
 
     async def run(self) -> None:
         while True:
             try:
-                self.step()
+                now = self.controller.clock()
+                if self.wanted(now):
+                    self.step(now, await snapshot_async(self.controller, now))
             except Exception:  # noqa: BLE001 - a failed sample must not stop the service
                 self.store.rollback()
                 self.controller.log.exception("taking a history sample failed")

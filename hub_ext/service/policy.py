@@ -58,7 +58,7 @@ class Policy:
     def preview_tree(self, tree: ElasticQuotaTree | None) -> dict:
         """What changing the tree to ``tree`` would do now, on a copy: who would be evicted, who would start."""
         c = self.c
-        engine = self.engine.replica(tree_with_tenants(tree, c.tenants))
+        engine = self.engine.replica(tree_with_tenants(tree, c.tenants), queue=True)
         now = c.clock()
         evictions, admitted = [], []
         for _ in range(100):

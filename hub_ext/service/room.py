@@ -11,12 +11,18 @@ notebooks run at and the warning a user gets before a notebook is stopped.
 
 from __future__ import annotations
 
+import asyncio
+import json
+
 from tornado import web
 
 from ..quota.errors import ValidationError
 from ..quota.quantity import format_milli
 from .identity import Forbidden
 from .handlers import APIHandler
+
+#: Most profiles one request may ask about (a spawn form lists a handful).
+MAX_PROFILES = 50
 
 
 def room_of(controller, tenant) -> dict:
@@ -48,6 +54,23 @@ def room_of(controller, tenant) -> dict:
             "node": shown(node), "leaf": leaf.name if not leaf.virtual else None}
 
 
+def _verdict(c, who, tenant, resources) -> dict:
+    """What one profile would do now (the engine's dry run of a notebook asking for ``resources``)."""
+    try:
+        dry = c.preview_submit(who, {"kind": "notebook", "tenant": tenant.group, "resources": resources})
+    except (ValidationError, Forbidden) as err:
+        return {"verdict": "refused", "message": str(err)}
+    if dry["state"] == "Running":
+        verdict = "now"
+    elif dry["startsAfterEvictions"]:
+        verdict = "reclaim"
+    elif dry["state"] == "Rejected" or dry["reason"] == "inadmissible":
+        verdict = "refused"
+    else:
+        verdict = "wait"
+    return {"verdict": verdict, "reason": dry["reason"], "message": dry["message"], "position": dry["position"]}
+
+
 class RoomHandler(APIHandler):
     async def post(self):
         body = self.body()
@@ -60,25 +83,16 @@ class RoomHandler(APIHandler):
         if not tenant.usable:
             raise web.HTTPError(409, f"team {tenant.group} cannot be used: {'; '.join(tenant.errors)}")
         profiles = body.get("profiles") or {}
-        if not isinstance(profiles, dict) or len(profiles) > 50:
-            raise web.HTTPError(400, "profiles must be an object of at most 50 profiles")
-        verdicts = {}
+        if not isinstance(profiles, dict) or len(profiles) > MAX_PROFILES:
+            raise web.HTTPError(400, f"profiles must be an object of at most {MAX_PROFILES} profiles")
+        verdicts, decided = {}, {}
         for slug, resources in profiles.items():
-            try:
-                dry = c.preview_submit(who, {"kind": "notebook", "tenant": tenant.group, "resources": resources})
-            except (ValidationError, Forbidden) as err:
-                verdicts[slug] = {"verdict": "refused", "message": str(err)}
-                continue
-            if dry["state"] == "Running":
-                verdict = "now"
-            elif dry["startsAfterEvictions"]:
-                verdict = "reclaim"
-            elif dry["state"] == "Rejected" or dry["reason"] == "inadmissible":
-                verdict = "refused"
-            else:
-                verdict = "wait"
-            verdicts[slug] = {"verdict": verdict, "reason": dry["reason"], "message": dry["message"],
-                              "position": dry["position"]}
+            same = json.dumps(resources, sort_keys=True, default=str)
+            if same not in decided:  # profiles that ask for the same get the same answer, worked out once
+                # One dry run per turn of the event loop: the other users' requests are answered between.
+                await asyncio.sleep(0)
+                decided[same] = _verdict(c, who, tenant, resources)
+            verdicts[slug] = decided[same]
         self.send({"tenant": tenant.group, "room": room_of(c, tenant), "profiles": verdicts,
                    "priorityClass": c.notebook_priority_class,
                    "warningSeconds": c.backend.notebook_warning_seconds,

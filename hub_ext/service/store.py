@@ -205,19 +205,31 @@ class Store:
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(f"limit must be a positive whole number, got {limit!r}")
-        q = select(WorkloadRow).options(selectinload(WorkloadRow.pods))  # one query for the page's pods, not one each
+        def page(where):
+            q = select(WorkloadRow.created, WorkloadRow.id)
+            if where is not None:
+                q = q.where(where)
+            for column, wanted in ((WorkloadRow.state, state), (WorkloadRow.kind, kind)):
+                if wanted is not None:
+                    q = q.where(column.in_([wanted] if isinstance(wanted, str) else list(wanted)))
+            if after is not None:
+                created, wid = decode_continue(after)
+                q = q.where(or_(WorkloadRow.created < created,
+                                and_(WorkloadRow.created == created, WorkloadRow.id < wid)))
+            q = q.order_by(WorkloadRow.created.desc(), WorkloadRow.id.desc()).limit(limit + 1)
+            return list(self.session.execute(q))
+
         if user is not None and namespaces is not None:
-            q = q.where(or_(WorkloadRow.user == user, WorkloadRow.namespace.in_(list(namespaces))))
-        elif namespaces is not None:
-            q = q.where(WorkloadRow.namespace.in_(list(namespaces)))
-        for column, wanted in ((WorkloadRow.state, state), (WorkloadRow.kind, kind)):
-            if wanted is not None:
-                q = q.where(column.in_([wanted] if isinstance(wanted, str) else list(wanted)))
-        if after is not None:
-            created, wid = decode_continue(after)
-            q = q.where(or_(WorkloadRow.created < created, and_(WorkloadRow.created == created, WorkloadRow.id < wid)))
-        q = q.order_by(WorkloadRow.created.desc(), WorkloadRow.id.desc()).limit(limit + 1)
-        rows = list(self.session.scalars(q))
+            # Two pages, each read along its own index, merged: "user's OR these namespaces'" in one
+            # query scans and sorts every row (a tenth of a second on the event loop with 10,000).
+            keys = sorted(set(page(WorkloadRow.user == user)) | set(page(WorkloadRow.namespace.in_(list(namespaces)))),
+                          reverse=True)[:limit + 1]
+        else:
+            keys = page(None if namespaces is None else WorkloadRow.namespace.in_(list(namespaces)))
+        ids = [wid for _, wid in keys]
+        q = (select(WorkloadRow).options(selectinload(WorkloadRow.pods))  # one query for the page's pods, not one each
+             .where(WorkloadRow.id.in_(ids)).order_by(WorkloadRow.created.desc(), WorkloadRow.id.desc()))
+        rows = list(self.session.scalars(q)) if ids else []
         if len(rows) <= limit:
             return rows, None
         rows = rows[:limit]

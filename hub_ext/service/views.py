@@ -7,6 +7,8 @@ run yet, the countdown of an evicted notebook, and what blocks admissions.
 
 from __future__ import annotations
 
+import asyncio
+
 from ..quota.quantity import format_list
 from ..scheduler.model import Phase
 from .store import WorkloadRow
@@ -23,6 +25,16 @@ class Views:
         """``view`` of many rows, with the queue's positions worked out once."""
         positions = self.engine.positions()
         return [self.view(r, positions=positions) for r in rows]
+
+    async def views_async(self, rows, chunk: int = 50) -> list[dict]:
+        """``views``, ``chunk`` rows per turn of the event loop: a page of 500 rows made at once held
+        the loop for a tenth of a second with 10,000 queued."""
+        out = []
+        for start in range(0, len(rows), chunk):
+            if start:
+                await asyncio.sleep(0)
+            out += self.views(rows[start:start + chunk])
+        return out
 
     def view(self, row: WorkloadRow, *, events: bool = False, positions: dict | None = None) -> dict:
         c = self.c
