@@ -8,11 +8,13 @@
 
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { ICommandPalette } from '@jupyterlab/apputils';
+import { PageConfig, URLExt } from '@jupyterlab/coreutils';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { ITranslator, nullTranslator } from '@jupyterlab/translation';
 import { Signal } from '@lumino/signaling';
 
+import { connectionLostPlugin } from './connectionlost';
 import { quotaIcon } from './icon';
 import { logsWidget } from './logs';
 import { TenancyModel } from './model';
@@ -51,6 +53,9 @@ const plugin: JupyterFrontEndPlugin<ITenancyQuota> = {
         .catch(reason => console.error(`jupyterhub-tenancy: its settings could not be read: ${reason}`));
     }
     const model = new TenancyModel(trans);
+    // The hub's home page: its servers, to start one again once this one stopped.
+    const hubPrefix = PageConfig.getOption('hubPrefix');
+    const hubHome = hubPrefix ? PageConfig.getOption('hubHost') + URLExt.join(hubPrefix, 'home') : null;
 
     const saveAll = async () => {
       await app.commands.execute('docmanager:save-all');
@@ -67,7 +72,7 @@ const plugin: JupyterFrontEndPlugin<ITenancyQuota> = {
         model.set({ ...s, notices: (s.notices ?? []).filter(x => x.workload !== n.workload) } as ISnapshot);
       }
     };
-    const warnings = new PreemptionWarnings(model, settings, saveAll, dismissNotice, trans);
+    const warnings = new PreemptionWarnings(model, settings, saveAll, dismissNotice, trans, hubHome);
 
     const panel = new TenancyPanel(
       model,
@@ -86,7 +91,8 @@ const plugin: JupyterFrontEndPlugin<ITenancyQuota> = {
         openFolder: path => {
           // The file browser's own command: shows the folder (and the browser, if it was hidden).
           void app.commands.execute('filebrowser:go-to-path', { path: `/${path}` });
-        }
+        },
+        hubHome
       },
       trans
     );
@@ -124,8 +130,10 @@ const plugin: JupyterFrontEndPlugin<ITenancyQuota> = {
       }
     });
     model.connect(new EventSource(eventsUrl(), { withCredentials: true }));
+    // An eviction's deadline passes with no event: the clock moves this server's end.
+    window.setInterval(() => model.tick(), 1000);
     return model;
   }
 };
 
-export default plugin;
+export default [plugin, connectionLostPlugin];

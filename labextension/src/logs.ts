@@ -5,6 +5,7 @@ import { TranslationBundle } from '@jupyterlab/translation';
 import { Widget } from '@lumino/widgets';
 
 import { h } from './dom';
+import { logStatus } from './format';
 import { TenancyModel } from './model';
 import { requestAPI } from './request';
 import { FINAL, IWorkload } from './types';
@@ -44,15 +45,19 @@ class LogView extends Widget {
     const state = this.state();
     try {
       const text = await requestAPI<string>(`workloads/${this.workload.id}/logs`, {}, true, this.trans);
-      const atEnd = this.node.scrollTop + this.node.clientHeight >= this.node.scrollHeight - 20;
-      this._pre.textContent = tail(text) || this.trans.__('(no output yet)');
+      // The latest lines are what people open a log for: at the end when it opens, and kept
+      // there while it grows unless they scrolled up to read.
+      const atEnd = this._first || this.node.scrollTop + this.node.clientHeight >= this.node.scrollHeight - 20;
+      this._pre.textContent = tail(text);
       if (atEnd) {
         this.node.scrollTop = this.node.scrollHeight;
+        // again once laid out: a tab opened a moment ago may not have its height yet
+        window.requestAnimationFrame(() => (this.node.scrollTop = this.node.scrollHeight));
       }
+      this._first = false;
       const word = stateWord(state, null, this.trans);
-      this._status.textContent = FINAL.includes(state)
-        ? this.trans.__('%1 is %2; its output is complete.', this.workload.name, word)
-        : this.trans.__('%1 is %2; following its output…', this.workload.name, word);
+      this._status.textContent = logStatus(this.workload.name, state, word, text.trim().length > 0, this.trans);
+      this._status.dataset.state = state;
     } catch (err) {
       this._status.textContent = (err as Error).message;
     }
@@ -61,6 +66,7 @@ class LogView extends Widget {
     }
   }
 
+  private _first = true;
   private _status = h('p', { class: 'jp-TenancyLogs-status' });
   private _pre = h('pre', { class: 'jp-TenancyLogs-text' });
 }

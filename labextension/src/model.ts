@@ -6,8 +6,9 @@
 
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { serverEnd } from './format';
 import { ITenancyQuota } from './tokens';
-import { IQuotaNode, ISnapshot, ITenant, IWorkload } from './types';
+import { IQuotaNode, IServerEnd, ISnapshot, ITenant, IWorkload } from './types';
 import { english, ITrans } from './vocabulary';
 
 /** `list` with `w` in place of the workload of the same id (or added first, as the newest). */
@@ -37,7 +38,14 @@ export interface IEventSourceLike {
 }
 
 export class TenancyModel implements ITenancyQuota {
-  constructor(private trans: ITrans = english) {}
+  constructor(
+    private trans: ITrans = english,
+    now?: () => number
+  ) {
+    if (now) {
+      this._now = now;
+    }
+  }
 
   private _snapshot: ISnapshot | null = null;
   private _changed = new Signal<this, ISnapshot | null>(this);
@@ -59,9 +67,38 @@ export class TenancyModel implements ITenancyQuota {
     return this._snapshot?.path ?? [];
   }
 
+  /** This server's end once its eviction's deadline passed (null while it is not ending). */
+  get end(): IServerEnd | null {
+    return this._end;
+  }
+
   set(snapshot: ISnapshot): void {
     this._snapshot = snapshot;
+    this._end = serverEnd(this._end, snapshot, this._now(), this._lostAt);
     this._changed.emit(snapshot);
+  }
+
+  /**
+   * The clock moved (`now` in epoch seconds): an eviction's deadline may have passed with no
+   * event. True when this server's end changed (then `changed` was emitted too).
+   */
+  tick(now: number = this._now()): boolean {
+    const end = serverEnd(this._end, this._snapshot, now, this._lostAt);
+    if (end?.phase === this._end?.phase) {
+      return false;
+    }
+    this._end = end;
+    this._changed.emit(this._snapshot);
+    return true;
+  }
+
+  /**
+   * This server stopped answering (its event stream dropped, or JupyterLab's own requests
+   * failed). After its eviction's deadline that is its stop; before, a blip.
+   */
+  lost(): void {
+    this._lostAt = this._now();
+    this.tick();
   }
 
   /** A workload changed (its own event, or the answer to my own submit or cancel). */
@@ -74,7 +111,10 @@ export class TenancyModel implements ITenancyQuota {
   connect(source: IEventSourceLike): void {
     this.disconnect();
     this._source = source;
-    source.addEventListener('state', ev => this.set(JSON.parse(ev.data)));
+    source.addEventListener('state', ev => {
+      this._lostAt = null; // it answers again
+      this.set(JSON.parse(ev.data));
+    });
     source.addEventListener('workload', ev => this.update(JSON.parse(ev.data)));
     source.addEventListener('status', ev => {
       const status = JSON.parse(ev.data);
@@ -82,6 +122,7 @@ export class TenancyModel implements ITenancyQuota {
     });
     source.onerror = () => {
       // The server itself is gone (stopped, restarting): say so; EventSource tries again.
+      this._lostAt = this._now();
       if (this._snapshot?.available !== false) {
         this.set({
           ...(this._snapshot ?? { available: true }),
@@ -96,4 +137,8 @@ export class TenancyModel implements ITenancyQuota {
     this._source?.close();
     this._source = null;
   }
+
+  private _end: IServerEnd | null = null;
+  private _lostAt: number | null = null;
+  private _now: () => number = () => Date.now() / 1000;
 }

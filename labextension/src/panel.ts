@@ -1,21 +1,36 @@
 /**
  * The sidebar panel: the team's quota path to the root with bars, my notebooks and jobs
  * (state, the reason in plain words, queue position, start, duration; logs, cancel and
- * "why is it waiting" per job), notices about stopped servers, my teams' datasets (each folder
- * opens in the file browser), and a form to submit a job.
+ * "why is it waiting" per job, stop for my other servers, each asked first), notices about
+ * stopped servers, this server's own end with the way back to the hub home, my teams'
+ * datasets (each folder opens in the file browser), and a form to submit a job.
  */
 
+import { Dialog, showDialog } from '@jupyterlab/apputils';
 import { TranslationBundle } from '@jupyterlab/translation';
 import { Widget } from '@lumino/widgets';
 
 import { datasetRows } from './datasets';
 import { h } from './dom';
-import { elapsed, evictions, noticeText, plainReason, positionText, serverLabel } from './format';
+import {
+  barSentence,
+  elapsed,
+  endText,
+  evictions,
+  glanceText,
+  inUse,
+  noticeText,
+  plainMessage,
+  plainReason,
+  positionText,
+  serverLabel,
+  workTitle
+} from './format';
 import { TenancyModel } from './model';
 import { requestAPI } from './request';
 import { SubmitForm } from './submit';
 import { FINAL, INotice, IQuotaNode, IResourceBar, IWorkload } from './types';
-import { amount, barText, countdown, resourceName, startedAt, stateWord, timeOfDay } from './vocabulary';
+import { amount, countdown, startedAt, stateWord, timeOfDay } from './vocabulary';
 
 export interface IPanelActions {
   openLogs(w: IWorkload): void;
@@ -23,6 +38,8 @@ export interface IPanelActions {
   dismissNotice(n: INotice): Promise<void>;
   /** Show a folder (relative to the server's root) in the file browser. */
   openFolder(path: string): void;
+  /** The hub's home page (its servers, start and stop), or null outside a hub. */
+  hubHome: string | null;
 }
 
 /** How many finished workloads stay listed under the active ones. */
@@ -48,6 +65,15 @@ export class TenancyPanel extends Widget {
       this._quota,
       h('h3', {}, trans.__('My notebooks and jobs')),
       this._work,
+      ...(actions.hubHome
+        ? [
+            h(
+              'p',
+              { class: 'jp-TenancyPanel-servers' },
+              h('a', { href: actions.hubHome, target: '_blank' }, trans.__('Start, stop or delete your servers on the hub home'))
+            )
+          ]
+        : []),
       h('h3', {}, trans.__('Datasets')),
       this._datasets,
       h('h3', {}, trans.__('Submit a training job')),
@@ -76,7 +102,7 @@ export class TenancyPanel extends Widget {
     this._status.replaceChildren();
     if (!s) {
       this._status.append(h('p', { class: 'jp-TenancyPanel-message' }, this.trans.__('Connecting to the tenancy scheduler…')));
-    } else if (!s.ok || !s.available) {
+    } else if ((!s.ok || !s.available) && !this.model.end) {
       this._status.append(h('p', { class: 'jp-TenancyPanel-message', role: 'status' }, s.message ?? ''));
     }
     this.renderEvicting();
@@ -145,7 +171,23 @@ export class TenancyPanel extends Widget {
     this._evicting.replaceChildren();
     const mine = this.model.snapshot?.server?.workloadId;
     const trans = this.trans;
+    const end = this.model.end;
+    if (end) {
+      this._evicting.append(
+        h(
+          'div',
+          { class: 'jp-TenancyPanel-evicting jp-TenancyPanel-ended', role: 'alert', 'data-phase': end.phase },
+          endText(end, this.model.snapshot, trans),
+          this.actions.hubHome && end.phase === 'stopped'
+            ? h('a', { class: 'jp-TenancyPanel-home jp-mod-styled jp-mod-accept', href: this.actions.hubHome }, trans.__('Go to the hub home'))
+            : null
+        )
+      );
+    }
     for (const { workload: w, remaining } of list) {
+      if (end && w.id === mine) {
+        continue;
+      }
       const here = w.id === mine;
       const server = here ? trans.__('This server') : serverLabel(w.serverName, trans, true);
       this._evicting.append(
@@ -170,7 +212,7 @@ export class TenancyPanel extends Widget {
         h(
           'div',
           { class: 'jp-TenancyPanel-notice' },
-          noticeText(n, this.trans),
+          noticeText(n, this.trans, this.model.snapshot),
           h('button', { class: 'jp-mod-styled', onclick: () => this.actions.dismissNotice(n) }, this.trans.__('Dismiss'))
         )
       );
@@ -191,7 +233,7 @@ export class TenancyPanel extends Widget {
     this._quota.append(
       h('p', { class: 'jp-TenancyPanel-team' }, trans.__('Team %1, namespace %2', s.tenant.group, s.tenant.namespace))
     );
-    (s.path ?? []).forEach((node, i) => this._quota.append(nodeView(node, i === 0, trans)));
+    (s.path ?? []).forEach((node, i) => this._quota.append(nodeView(node, i === 0, s.workloads, trans)));
     this._quota.append(
       h(
         'p',
@@ -230,12 +272,8 @@ export class TenancyPanel extends Widget {
     const trans = this.trans;
     const stopping = typeof w.evictionDeadline === 'number' && !FINAL.includes(w.state);
     const start = startedAt(w);
-    const kind =
-      w.kind !== 'notebook'
-        ? trans.__('training job')
-        : w.serverName
-          ? trans.__('notebook "%1"', w.serverName)
-          : trans.__('notebook');
+    const here = this.model.snapshot?.server?.workloadId;
+    const kind = w.kind !== 'notebook' ? trans.__('training job') : trans.__('notebook');
     const facts = [
       kind,
       w.priorityClassName ?? '',
@@ -250,21 +288,24 @@ export class TenancyPanel extends Widget {
     if (w.state === 'Pending' && !stopping) {
       buttons.push(h('button', { class: 'jp-mod-styled', onclick: () => this.why(w) }, trans.__('Why is it waiting?')));
     }
-    if (w.kind === 'training' && !FINAL.includes(w.state)) {
-      buttons.push(h('button', { class: 'jp-mod-styled jp-mod-warn', onclick: () => this.cancel(w) }, trans.__('Cancel')));
+    if (!FINAL.includes(w.state) && (w.kind !== 'notebook' || (w.id !== here && !stopping))) {
+      // This server stops from JupyterLab's own File menu; a server being stopped needs no button.
+      const label = w.kind === 'notebook' ? trans.__('Stop') : trans.__('Cancel');
+      buttons.push(h('button', { class: 'jp-mod-styled jp-mod-warn', onclick: () => this.cancel(w) }, label));
     }
+    const s = this.model.snapshot;
     const reason = stopping
-      ? trans.__('Being stopped to make room: %1', w.evictionMessage ?? '')
+      ? trans.__('Being stopped to make room: %1', plainMessage(w.evictionMessage ?? '', s, trans))
       : w.state === 'Succeeded'
         ? ''
-        : plainReason(w, trans);
+        : plainMessage(plainReason(w, trans), s, trans);
     return h(
       'div',
       { class: 'jp-TenancyWork', 'data-id': w.id, 'data-state': w.state },
       h(
         'div',
         { class: 'jp-TenancyWork-title' },
-        h('span', { class: 'jp-TenancyWork-name' }, w.name),
+        h('span', { class: 'jp-TenancyWork-name', title: w.name }, workTitle(w, here, trans)),
         h(
           'span',
           { class: 'jp-TenancyWork-state', 'data-state': stopping ? 'Stopping' : w.state },
@@ -302,11 +343,34 @@ export class TenancyPanel extends Widget {
     this.renderWork();
   }
 
+  /** Cancel a job or stop a server of mine, once the person said yes (a destructive action). */
   private async cancel(w: IWorkload): Promise<void> {
+    const trans = this.trans;
+    const notebook = w.kind === 'notebook';
+    const answer = await showDialog({
+      title: notebook ? trans.__('Stop %1?', serverLabel(w.serverName, trans)) : trans.__('Cancel the job "%1"?', w.name),
+      body: notebook
+        ? w.state === 'Pending'
+          ? trans.__('It is waiting for room to start: it leaves the queue.')
+          : trans.__('Its programs stop and unsaved changes in it are lost. Your files are kept.')
+        : w.state === 'Pending'
+          ? trans.__('It leaves the queue and will not run.')
+          : trans.__('Its programs are stopped now. What it wrote so far stays in its logs.'),
+      buttons: [
+        Dialog.cancelButton({ label: notebook ? trans.__('Keep it') : trans.__('Keep the job') }),
+        Dialog.warnButton({ label: notebook ? trans.__('Stop the server') : trans.__('Cancel the job') })
+      ]
+    });
+    if (!answer.button.accept) {
+      return;
+    }
     try {
       this.model.update(await requestAPI<IWorkload>(`workloads/${w.id}`, { method: 'DELETE' }, false, this.trans));
     } catch (err) {
-      this._why.set(w.id, { state: w.state, text: this.trans.__('It could not be cancelled: %1', (err as Error).message) });
+      const text = notebook
+        ? trans.__('It could not be stopped: %1', (err as Error).message)
+        : trans.__('It could not be cancelled: %1', (err as Error).message);
+      this._why.set(w.id, { state: w.state, text });
       this.renderWork();
     }
   }
@@ -323,41 +387,36 @@ export class TenancyPanel extends Widget {
   private _ticks = 0;
 }
 
-function nodeView(node: IQuotaNode, leaf: boolean, trans: TranslationBundle): HTMLElement {
+function nodeView(node: IQuotaNode, leaf: boolean, workloads: IWorkload[] | undefined, trans: TranslationBundle): HTMLElement {
   return h(
     'div',
     { class: 'jp-TenancyNode', 'data-node': node.name },
     h('div', { class: 'jp-TenancyNode-name' }, leaf ? trans.__('%1 (your team)', node.name) : node.name),
-    ...node.resources.map(bar => barView(bar, trans))
+    // my queued work's booked room is not in use (the status bar reads the same numbers)
+    ...node.resources.map(bar => barView(inUse(bar, workloads), trans))
   );
 }
 
 /** One bar: the track is the ceiling; the guarantee is a mark; above it, usage is borrowed. */
 function barView(bar: IResourceBar, trans: TranslationBundle): HTMLElement {
-  const r = bar.resource;
-  const a = (v: number) => amount(r, v, trans);
   const scale = Math.max(bar.max ?? 0, bar.used, bar.min) || 1;
   const pct = (v: number) => `${Math.min(100, (v / scale) * 100)}%`;
   const within = Math.min(bar.used, bar.min);
+  const borrowed = Math.max(0, bar.used - bar.min);
   const track = h(
     'div',
-    {
-      class: 'jp-TenancyBar-track',
-      title:
-        bar.max !== null
-          ? trans.__('%1: %2 used, %3 guaranteed, at most %4', resourceName(r, trans), a(bar.used), a(bar.min), a(bar.max))
-          : trans.__('%1: %2 used, %3 guaranteed', resourceName(r, trans), a(bar.used), a(bar.min))
-    },
+    { class: 'jp-TenancyBar-track', title: barSentence(bar, trans) },
     h('div', { class: 'jp-TenancyBar-used', style: `width: ${pct(within)}` }),
-    bar.borrowed > 0
-      ? h('div', { class: 'jp-TenancyBar-borrowed', style: `left: ${pct(bar.min)}; width: ${pct(bar.borrowed)}` })
+    borrowed > 0
+      ? h('div', { class: 'jp-TenancyBar-borrowed', style: `left: ${pct(bar.min)}; width: ${pct(borrowed)}` })
       : null,
     h('div', { class: 'jp-TenancyBar-min', style: `left: ${pct(bar.min)}` })
   );
+  const ceiling = bar.max !== null ? ` ${trans.__('(at most %1)', amount(bar.resource, bar.max, trans))}` : '';
   return h(
     'div',
     { class: 'jp-TenancyBar', 'data-resource': bar.resource, 'data-at-max': bar.atMax ? 'true' : 'false' },
-    h('div', { class: 'jp-TenancyBar-label' }, barText(bar, trans)),
+    h('div', { class: 'jp-TenancyBar-label' }, glanceText(bar, trans) + ceiling),
     track
   );
 }

@@ -3,6 +3,7 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
+import { plainError } from './format';
 import { english, ITrans } from './vocabulary';
 
 export function apiUrl(path: string, settings = ServerConnection.makeSettings()): string {
@@ -31,7 +32,9 @@ export async function requestAPI<T>(
     } catch {
       message = '';
     }
-    throw new Error(message || trans.__('The request failed (HTTP %1). Try again in a moment.', response.status));
+    throw new Error(
+      message ? plainError(message, response.status, trans) : trans.__('The request failed (HTTP %1). Try again in a moment.', response.status)
+    );
   }
   return (text ? body : body ? JSON.parse(body) : null) as T;
 }

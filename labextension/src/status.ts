@@ -1,6 +1,7 @@
 /**
- * The status-bar item: my team, usage against guarantee and ceiling, borrowed, queued. The
- * status bar shows or hides it (index.ts: the setting, and whether this is a tenancy hub).
+ * The status-bar item: my team, usage of its guarantee, then borrowed, queued; this server's
+ * countdown and its end. The status bar shows or hides it (index.ts: the setting, and whether
+ * this is a tenancy hub).
  */
 
 import { TranslationBundle } from '@jupyterlab/translation';
@@ -30,7 +31,7 @@ export class QuotaStatus extends Widget {
     if (s && !s.available) {
       return;
     }
-    const line = statusLine(s, Date.now() / 1000, this.trans);
+    const line = statusLine(s, Date.now() / 1000, this.trans, this.model.end);
     this.node.textContent = line.text;
     this.node.title = line.title;
     this.node.dataset.level = line.level;

@@ -9,7 +9,7 @@
 import { Token } from '@lumino/coreutils';
 import { ISignal } from '@lumino/signaling';
 
-import { IQuotaNode, ISnapshot, ITenant } from './types';
+import { IQuotaNode, IServerEnd, ISnapshot, ITenant } from './types';
 
 export interface ITenancyQuota {
   /** The latest snapshot from this server's event stream (null until the first). */
@@ -20,6 +20,10 @@ export interface ITenancyQuota {
   readonly tenant: ITenant | null;
   /** The team's quota from its leaf to the root, each node with its resources' bars. */
   readonly path: IQuotaNode[];
+  /** This server's end once its eviction's countdown is over: stopping, then stopped (else null). */
+  readonly end: IServerEnd | null;
+  /** Tell the model this server stopped answering (JupyterLab's connection-lost hook does). */
+  lost(): void;
 }
 
 export const ITenancyQuota = new Token<ITenancyQuota>(

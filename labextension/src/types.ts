@@ -46,12 +46,14 @@ export interface IWorkload {
   replicas?: number;
   resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
   serverName?: string | null;
+  /** The spawn profile a notebook was started with (`large`), when the service says. */
+  profile?: string | null;
   reason?: string | null;
   message?: string | null;
   details?: Record<string, any> | null;
   position?: number | null;
   leafPosition?: number | null;
-  pods?: IPod[];
+  pods?: (IPod & { reason?: string | null })[];
   events?: { time: number; type: string; message: string }[];
   evictionDeadline?: number;
   evictionMessage?: string;
@@ -115,3 +117,15 @@ export interface IDryRun {
 }
 
 export const FINAL = ['Succeeded', 'Failed', 'Cancelled', 'Stopped', 'Preempted', 'Rejected', 'Quarantined'];
+
+/**
+ * This server's end, as the page saw it: `stopping` once its eviction's deadline passed
+ * while it still answered, `stopped` once it no longer answers (or the service says it ended).
+ */
+export interface IServerEnd {
+  phase: 'stopping' | 'stopped';
+  /** When it stopped (epoch seconds): the service's end of the notebook, else when the page lost it. */
+  at: number;
+  /** Why, as the service said (its eviction message). */
+  why: string;
+}

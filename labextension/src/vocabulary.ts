@@ -65,14 +65,19 @@ const SUFFIXES: Record<string, number> = {
 };
 const QUANTITY = /^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$/;
 
+/** A Kubernetes quantity's value in base units (`500m` is 0.5, `1Gi` 1073741824); null for junk. */
+export function quantityValue(text: string | number | null | undefined): number | null {
+  const match = QUANTITY.exec(String(text ?? '').trim());
+  if (!match) {
+    return null;
+  }
+  return match[2] ? Number(match[1] + match[2]) : Number(match[1]) * SUFFIXES[match[3] ?? ''];
+}
+
 /** A Kubernetes quantity as the service wrote it (`4Gi`, `500m`), as people read it; junk as is. */
 export function quantity(resource: string, text: string, trans: ITrans = english): string {
-  const match = QUANTITY.exec(String(text).trim());
-  if (!match) {
-    return String(text);
-  }
-  const value = match[2] ? Number(match[1] + match[2]) : Number(match[1]) * SUFFIXES[match[3] ?? ''];
-  return amount(resource, value, trans);
+  const value = quantityValue(text);
+  return value === null ? String(text) : amount(resource, value, trans);
 }
 
 /** At most two decimals, none when whole: `2.5`, `0.33`, `5`. */

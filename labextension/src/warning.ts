@@ -1,8 +1,10 @@
 /**
  * Before a preemption: a notification with a countdown for the whole warning period and
  * a "Save all now" button, and an automatic save of every open document before the
- * deadline. After a stop: a notification saying which server was stopped, when, by whom
- * and why, until the user dismisses it. The settings turn the notifications and the
+ * deadline. When this server's own countdown ends, the same notification says it is
+ * stopping, then that it stopped, with the way to the hub home (index.ts keeps JupyterLab's
+ * "Server unavailable" dialog from racing it). After a stop: a notification saying which
+ * server was stopped, when, by whom and why, until the user dismisses it. The settings turn the notifications and the
  * automatic save off, live.
  */
 
@@ -10,7 +12,7 @@ import { Notification } from '@jupyterlab/apputils';
 import { TranslationBundle } from '@jupyterlab/translation';
 
 import { saveDue, warningText } from './countdown';
-import { evictions, noticeText, serverLabel } from './format';
+import { endText, evictions, noticeText, serverLabel } from './format';
 import { TenancyModel } from './model';
 import { TenancySettings } from './settings';
 import { INotice } from './types';
@@ -20,6 +22,8 @@ interface IWarned {
   toast: string | null;
   period: number;
   saved: boolean;
+  /** What the notification says now (not shown again when unchanged). */
+  message?: string;
 }
 
 export class PreemptionWarnings {
@@ -28,7 +32,8 @@ export class PreemptionWarnings {
     private settings: TenancySettings,
     private saveAll: () => Promise<void>,
     private dismiss: (n: INotice) => Promise<void>,
-    private trans: TranslationBundle
+    private trans: TranslationBundle,
+    private hubHome: string | null = null
   ) {
     model.changed.connect(() => this.update());
     settings.changed.connect(() => this.update());
@@ -54,9 +59,17 @@ export class PreemptionWarnings {
     const here = s?.server?.workloadId ?? null;
     const live = new Set<string>();
     const trans = this.trans;
+    const end = this.model.end;
+    if (end && here) {
+      live.add(here);
+      this.showEnd(here);
+    }
     for (const { workload: w, remaining } of evictions(s, now)) {
       live.add(w.id);
       const thisServer = w.id === here;
+      if (thisServer && end) {
+        continue;
+      }
       let warned = this._warned.get(w.id);
       if (!warned) {
         warned = { toast: null, period: Math.max(remaining, 1), saved: false };
@@ -100,6 +113,37 @@ export class PreemptionWarnings {
     this.showNotices();
   }
 
+  /** This server's end: the countdown's notification says it is stopping, then that it stopped. */
+  private showEnd(here: string): void {
+    const end = this.model.end;
+    let warned = this._warned.get(here);
+    if (!warned) {
+      warned = { toast: null, period: 1, saved: true };
+      this._warned.set(here, warned);
+    }
+    if (!end || !this.settings.notifications) {
+      return;
+    }
+    const message = endText(end, this.model.snapshot, this.trans);
+    const home = this.hubHome;
+    const actions =
+      end.phase === 'stopped' && home
+        ? [
+            {
+              label: this.trans.__('Go to the hub home'),
+              caption: this.trans.__('Your servers, to start one again'),
+              callback: () => window.location.assign(home)
+            }
+          ]
+        : [];
+    if (warned.toast === null) {
+      warned.toast = Notification.warning(message, { autoClose: false, actions });
+    } else if (warned.message !== message) {
+      Notification.update({ id: warned.toast, message, type: 'warning', autoClose: false, actions });
+    }
+    warned.message = message;
+  }
+
   /** Stopped servers I have not dismissed: one notification each, once per session. */
   private showNotices(): void {
     const notices = this.settings.notifications ? (this.model.snapshot?.notices ?? []) : [];
@@ -107,7 +151,7 @@ export class PreemptionWarnings {
       if (this._noticed.has(n.workload)) {
         continue;
       }
-      const id = Notification.info(noticeText(n, this.trans), {
+      const id = Notification.info(noticeText(n, this.trans, this.model.snapshot), {
         autoClose: false,
         actions: [
           {

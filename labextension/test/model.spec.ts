@@ -1,4 +1,5 @@
 import { applyWorkload, mergeWorkload, TenancyModel } from '../src/model';
+import { statusLine } from '../src/format';
 import { ISnapshot, IWorkload } from '../src/types';
 
 const w = (id: string, state = 'Pending', user = 'alice'): IWorkload => ({
@@ -49,5 +50,60 @@ describe('the model', () => {
     expect(seen).toHaveLength(4);
     model.disconnect();
     expect(source.closed).toBe(true);
+  });
+});
+
+describe("this server's end (issue 22: the countdown ends in words, not at 0:00)", () => {
+  const here = (over: Partial<IWorkload> = {}): IWorkload => ({
+    ...w('nb1', 'Pending'), kind: 'notebook', name: 'nb-alice', evictionDeadline: 100,
+    evictionMessage: 'Reclaimed by team-c/carol-job-0: its quota root.a.1 was borrowing', ...over
+  });
+  const state = (nb: IWorkload): ISnapshot => ({ ...snapshot, server: { name: '', workloadId: 'nb1' }, workloads: [nb] });
+
+  it('counts down, is stopping at the deadline, and stopped once the server no longer answers', () => {
+    let now = 90;
+    const model = new TenancyModel(undefined, () => now);
+    const source = new FakeSource();
+    model.connect(source);
+    source.send('state', state(here()));
+    expect(model.end).toBeNull();
+    expect(statusLine(model.snapshot, now, undefined, model.end).text).toBe('Server stops in 0:10');
+    now = 101;
+    expect(model.tick()).toBe(true);
+    expect(model.end).toMatchObject({ phase: 'stopping' });
+    expect(statusLine(model.snapshot, now, undefined, model.end).text).toBe('Server stopping…');
+    now = 140; // long after the deadline: still stopping, never "1 queued" nor "0:00"
+    model.tick();
+    expect(statusLine(model.snapshot, now, undefined, model.end).text).toBe('Server stopping…');
+    source.onerror?.({} as Event); // the server is gone
+    expect(model.end).toEqual({ phase: 'stopped', at: 140, why: here().evictionMessage });
+    const line = statusLine(model.snapshot, now, undefined, model.end);
+    expect(line).toMatchObject({ text: 'Server stopped', level: 'stopped' });
+    expect(line.title).toBe(
+      'This server was stopped at 00:02:20 to make room for the job "carol-job" of team-c. ' +
+        'Its quota root.a.1 was borrowing. Your files are kept: start a server again from the hub home when you need one.'
+    );
+  });
+
+  it('is stopped when JupyterLab itself lost the server after the deadline', () => {
+    let now = 101;
+    const model = new TenancyModel(undefined, () => now);
+    model.set(state(here()));
+    expect(model.end?.phase).toBe('stopping');
+    model.lost();
+    expect(model.end?.phase).toBe('stopped');
+  });
+
+  it('is not ending when the server is lost before its deadline, nor once the eviction is withdrawn', () => {
+    let now = 50;
+    const model = new TenancyModel(undefined, () => now);
+    model.set(state(here()));
+    model.lost();
+    expect(model.end).toBeNull();
+    now = 101;
+    model.set(state(here()));
+    expect(model.end?.phase).toBe('stopping');
+    model.set(state(here({ state: 'Running', evictionDeadline: undefined })));
+    expect(model.end).toBeNull();
   });
 });
