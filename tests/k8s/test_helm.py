@@ -165,7 +165,8 @@ def not_granted(cluster_role, config, roles=()) -> list:
     datasets = types.SimpleNamespace(wanted={("any", "team"): None} if declared else {},
                                      chosen=lambda: {"any"} if declared else set())
     backend = types.SimpleNamespace(**{**traits, **{t: v for t, v in config.KubernetesBackend.items() if t in traits}},
-                                    parent=service, datasets=datasets)
+                                    parent=service, datasets=datasets,
+                                    dataset_objects=types.SimpleNamespace(watch="the chart installs the CRD"))
     rules = rules_of(cluster_role)
     local = {role["metadata"]["namespace"]: rules_of(role) for role in roles}
 

@@ -50,7 +50,7 @@ def needed_permissions(backend) -> list[tuple[str, str, str, str | None]]:
                 for v in ("get", "list", "create", "update", "delete", "escalate", "bind")]
         out += [(v, "rbac.authorization.k8s.io", "rolebindings", None) for v in ("get", "list", "create", "update", "delete")]
         out += [(v, "scheduling.k8s.io", "priorityclasses", None) for v in ("get", "create", "update", "delete")]
-    if backend.follow_dataset_objects:
+    if backend.follow_dataset_objects and backend.dataset_objects.watch is not None:  # the CRD is served
         out += [(v, "tenancy.jupyter.org", "datasets", None) for v in ("get", "list", "watch")]
     if backend.datasets.wanted:  # a volume and a claim per namespace that may use a dataset
         out += [(v, "", "persistentvolumes", None) for v in ("get", "list", "watch", "create", "update", "delete")]
