@@ -111,6 +111,7 @@ def test_an_idle_notebook_is_culled_and_its_room_goes_to_the_queue_at_once(hub):
     assert status == 200, body
     notebook = next(w for w in body["workloads"] if w["serverName"] == "idle")
     started = next(e["time"] for e in wl["events"] if e["type"] == "started")
-    # at once: when the stop released the notebook's room, not at the service's next look at the hub
-    assert notebook["finished"] and 0 <= started - notebook["finished"] < 2, (notebook, wl["events"])
+    # at once: when the stop released the notebook's room (the spawner tells the service), not when
+    # the service's own check of the hub's servers would notice (servers_grace_seconds: 10 s at least)
+    assert notebook["finished"] and 0 <= started - notebook["finished"] < 5, (notebook, wl["events"])
     cancel(hub, "alice", first, queued)
