@@ -125,3 +125,19 @@ c.JupyterHub.services = [{
                     **{k: os.environ[k] for k in ("TENANCY_NOTEBOOK_WARNING_SECONDS", "TENANCY_HISTORY_SECONDS")
                        if os.environ.get(k)}},
 }]
+
+# Idle notebooks give their room back, as in Zero to JupyterHub: jupyterhub-idle-culler (the
+# service z2jh runs) stops every server (named ones too) that has had no activity for an hour;
+# stopping it ends its workload at once, so whatever waits in the queue for that room starts.
+# TENANCY_IDLE_TIMEOUT_SECONDS sets the hour (tests use a few seconds); 0 turns culling off.
+idle_timeout = int(os.environ.get("TENANCY_IDLE_TIMEOUT_SECONDS", "3600"))
+if idle_timeout > 0:
+    c.JupyterHub.services.append({
+        "name": "idle-culler",
+        # looked at every tenth of the timeout, at most every 10 minutes (z2jh's interval), at least every second
+        "command": [sys.executable, "-m", "jupyterhub_idle_culler", f"--timeout={idle_timeout}",
+                    f"--cull-every={min(600, max(1, idle_timeout // 10))}"],
+    })
+    # What it needs to see activity and stop servers, and nothing more (z2jh's culler role).
+    c.JupyterHub.load_roles.append({"name": "idle-culler", "services": ["idle-culler"],
+                                    "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"]})

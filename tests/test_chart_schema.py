@@ -94,8 +94,12 @@ def test_every_key_of_values_yaml_is_described():
     ({"replicas": 3, "database": {"url": "mysql://db/t"}}, "$.database", "is not valid under any of the given schemas"),
     ({"leaderElection": {"retryPeriodSeconds": 0}}, "$.leaderElection.retryPeriodSeconds",
      "less than or equal to the minimum of 0"),
+    ({"culler": {"timeout": 0}}, "$.culler.timeout", "less than the minimum of 1"),
+    ({"culler": {"enabled": "yes"}}, "$.culler.enabled", "is not of type 'boolean'"),
+    ({"culler": {"timout": 600}}, "$.culler", "'timout' was unexpected"),
 ], ids=["wrong type", "unknown key", "typo", "negative pool", "negative qps", "enum", "percentage", "trait name",
-        "service account name", "no replica", "replicas on SQLite", "replicas on MySQL", "no retry period"])
+        "service account name", "no replica", "replicas on SQLite", "replicas on MySQL", "no retry period",
+        "culler timeout 0", "culler on as a word", "culler typo"])
 def test_mistakes_are_refused_at_their_key(override, where, says):
     found = errors(override)
     assert [path for path, _ in found] == [where], found
@@ -112,5 +116,6 @@ def test_values_that_are_fine():
                      {"replicas": 2, "database": {"url": "postgresql://tenancy@db:5432/tenancy"}},
                      {"replicas": 2, "database": {"url": "postgresql+psycopg://tenancy@db/tenancy"}},
                      {"replicas": 3, "database": {"urlSecret": {"name": "tenancy-db"}}, "pdb": {"enabled": False}},
-                     {"leaderElection": {"leaseDurationSeconds": 30, "renewDeadlineSeconds": 20.5}}):
+                     {"leaderElection": {"leaseDurationSeconds": 30, "renewDeadlineSeconds": 20.5}},
+                     {"culler": {"enabled": True, "timeout": 600, "every": 60, "serviceName": "cull"}}):
         assert errors(override) == [], override

@@ -27,6 +27,20 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: jupyterhub-tenancy
 {{- end }}
 
+{{- define "tenancy.cullerSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "tenancy.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: idle-culler
+{{- end }}
+
+{{- define "tenancy.cullerLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "tenancy.cullerSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: jupyterhub-tenancy
+{{- end }}
+
 {{- define "tenancy.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "tenancy.fullname" .) .Values.serviceAccount.name }}

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 from importlib.metadata import version
+from pathlib import Path
 
 import pytest
 
-from harness import SIMPLE_CONFIG, HubError, proc_alive
+from harness import SIMPLE_CONFIG, HubError, install_chp, proc_alive
 from waiting import wait_for
 
 
@@ -155,3 +157,15 @@ def test_stop_cleans_up_after_a_crashed_hub(hub):
     hub.stop()
     assert not _alive(everything)
     assert hub.processes() == {}
+
+
+def test_install_chp_uses_the_environment_named_by_tenancy_venv(chp_path, tmp_path, monkeypatch):
+    """scripts/install-chp puts CHP in $TENANCY_VENV/node, as scripts/setup puts the package in
+    $TENANCY_VENV: given an environment that already holds this lock file's install (a copy of
+    the session's), it is found there, nothing is installed, and the checkout's .venv is not used."""
+    prefix = Path(chp_path).parents[2]  # PREFIX/node_modules/.bin/configurable-http-proxy
+    venv = tmp_path / "elsewhere"
+    shutil.copytree(prefix, venv / "node", symlinks=True)
+    monkeypatch.delenv("TENANCY_NODE_PREFIX", raising=False)
+    path = install_chp(env={"TENANCY_VENV": str(venv)}, timeout=60)
+    assert Path(path) == venv / "node" / "node_modules" / ".bin" / "configurable-http-proxy"

@@ -14,9 +14,13 @@ from demo_hub import API, leaf_used, svc, token
 from waiting import wait_for
 
 
+#: the demo's idle culler stops a notebook idle this long (seconds); no other test here starts one
+IDLE_TIMEOUT = 15
+
+
 @pytest.fixture(scope="module")
 def hub(hub_factory):
-    with hub_factory("v2-hub") as h:
+    with hub_factory("v2-hub", env={"TENANCY_IDLE_TIMEOUT_SECONDS": str(IDLE_TIMEOUT)}) as h:
         yield h
 
 
@@ -80,3 +84,34 @@ def test_no_gang_from_the_command_line_starts_what_fits(hub):
     wait_for(lambda: len(running(hub, "alice", wid)) == 2, "two of the four to start")
     assert not get(hub, "alice", wid)["gang"]
     cancel(hub, "alice", blocker, wid)
+
+
+def test_an_idle_notebook_is_culled_and_its_room_goes_to_the_queue_at_once(hub):
+    """The demo runs jupyterhub-idle-culler: alice's idle Large notebook is stopped after the
+    timeout, and her job waiting for that room (her leaf at its max, no preemption among equals)
+    starts right after, not at some later check."""
+    wait_for(lambda: leaf_used(hub, "root.a.1") == "0", "root.a.1 to be empty")
+    low = {"priorityClassName": "low-priority-dev"}
+    first = submit(hub, "alice", 10, **low)
+    wait_for(lambda: get(hub, "alice", first)["state"] == "Running", "alice's first job to run")
+    status, body = hub.start_server("alice", "idle", {"profile": "large"}, token=token(hub, "alice"), check=False)
+    assert status in (201, 202), body
+    hub.wait_server_ready("alice", "idle")
+    queued = submit(hub, "alice", 5, **low)  # root.a.1 is at its max of 20 with the notebook
+    wl = wait_for(lambda: (w := get(hub, "alice", queued))["state"] == "Pending" and w.get("message") and w,
+                  "alice's second job to wait")
+    assert "root.a.1" in wl["message"], wl
+    assert hub.server_model("alice", "idle"), "the notebook was culled before the job queued; raise IDLE_TIMEOUT"
+
+    wait_for(lambda: hub.server_model("alice", "idle") is None, "the idle culler to stop alice's notebook",
+             timeout=IDLE_TIMEOUT * 4)
+    wl = wait_for(lambda: (w := get(hub, "alice", queued))["state"] == "Running" and w,
+                  "alice's waiting job to start", timeout=10)
+    status, body = svc(hub, "alice", "GET", "/workloads?kind=notebook&mine=true")
+    assert status == 200, body
+    notebook = next(w for w in body["workloads"] if w["serverName"] == "idle")
+    started = next(e["time"] for e in wl["events"] if e["type"] == "started")
+    # at once: when the stop released the notebook's room (the spawner tells the service), not when
+    # the service's own check of the hub's servers would notice (servers_grace_seconds: 10 s at least)
+    assert notebook["finished"] and 0 <= started - notebook["finished"] < 5, (notebook, wl["events"])
+    cancel(hub, "alice", first, queued)

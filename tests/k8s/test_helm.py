@@ -387,6 +387,39 @@ def test_optional_objects(helm, tmp_path):
             one(render(helm, tmp_path), "Deployment", "tenancy")["spec"]["template"]["metadata"]["annotations"])
 
 
+def test_idle_culler(helm, tmp_path):
+    """values.culler: jupyterhub-idle-culler as a Deployment of its own (off by default), with the
+    timeout and interval of the values, the hub's API and its token from z2jh's Secret "hub";
+    selected apart from the service (its Service, PDB and NetworkPolicy never pick it)."""
+    assert not [o for o in render(helm, tmp_path) if o["metadata"]["name"].endswith("idle-culler")]
+    objs = render(helm, tmp_path, {"culler": {"enabled": True, "timeout": 1800, "every": 120, "serviceName": "cull"},
+                                   "pdb": {"enabled": True}, "networkPolicy": {"enabled": True}})
+    culler = one(objs, "Deployment", "tenancy-idle-culler")
+    pod = culler["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["image"] == "jupyterhub-tenancy:0.1.0"
+    assert container["command"] == ["jupyterhub-idle-culler", "--url=http://hub:8081/hub/api",
+                                    "--timeout=1800", "--cull-every=120"]
+    assert env_of(culler)["JUPYTERHUB_API_TOKEN"] == {
+        "secretKeyRef": {"name": "hub", "key": "hub.services.cull.apiToken"}}
+    assert pod["automountServiceAccountToken"] is False and pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    labels = culler["spec"]["template"]["metadata"]["labels"]
+    assert culler["spec"]["selector"]["matchLabels"] == labels
+    for selector in (one(objs, "Service", "tenancy")["spec"]["selector"],
+                     one(objs, "Deployment", "tenancy")["spec"]["selector"]["matchLabels"],
+                     one(objs, "PodDisruptionBudget", "tenancy")["spec"]["selector"]["matchLabels"],
+                     one(objs, "NetworkPolicy")["spec"]["podSelector"]["matchLabels"]):
+        assert not selector.items() <= labels.items(), selector
+    # the service's pod is not replaced when the culler changes
+    assert (one(objs, "Deployment", "tenancy")["spec"]["template"]["metadata"]["annotations"] ==
+            one(render(helm, tmp_path), "Deployment", "tenancy")["spec"]["template"]["metadata"]["annotations"])
+    # a token under a key of one's own
+    objs = render(helm, tmp_path, {"culler": {"enabled": True, "existingSecret": "culler", "existingSecretKey": "token"}})
+    assert env_of(one(objs, "Deployment", "tenancy-idle-culler"))["JUPYTERHUB_API_TOKEN"] == {
+        "secretKeyRef": {"name": "culler", "key": "token"}}
+
+
 def test_template_replicas(helm, tmp_path):
     """replicas > 1: leader election on a Lease in the release's namespace (Role + RoleBinding for
     leases, and nothing else), RollingUpdate, the PDB on, the replicas apart, PostgreSQL."""
@@ -459,6 +492,7 @@ BAD_VALUES = {
                             "at '/datasets/0/spec': additional properties 'readonly' not allowed"),
     "a dataset of another kind": ({"datasets": [{**FASHION_MNIST, "kind": "PersistentVolume"}]},
                                   "at '/datasets/0/kind': value must be 'Dataset'"),
+    "no culler timeout": ({"culler": {"enabled": True, "timeout": 0}}, "at '/culler/timeout': minimum: got 0, want 1"),
 }
 
 
