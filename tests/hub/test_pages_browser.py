@@ -294,3 +294,46 @@ def test_a_notebook_stopped_to_make_room_is_explained_on_the_home_page(hub, stor
     assert "Because: Reclaimed by team-c/carol-takes" in text
     shot(page, "pages-home-stopped")
     page.context.close()
+
+
+def test_cancel_from_the_jobs_page_and_the_job_page_asks_first_and_works_with_the_pages_login(hub, browser):
+    """Issue 22: bob cancels his own jobs where he sees them, after a confirmation, with the page's own
+    hub login (a DELETE with it answered 403 before); "keep it" changes nothing."""
+    first = job(hub, "bob", "bob-cancel-list", 1, pc="low-priority-dev")
+    second = job(hub, "bob", "bob-cancel-page", 1, pc="low-priority-dev")
+    page = logged_in(browser, hub, "bob")
+    open_page(page, hub, "jobs")
+    row = page.locator(f"#jobs tr[data-id='{first['id']}']")
+    row.locator("button.cancel").click()
+    dialog = page.locator("dialog#confirm[open]")
+    dialog.wait_for()
+    assert "Cancel bob's training job bob-cancel-list?" in dialog.inner_text(), dialog.inner_text()
+    shot(page, "pages-jobs-cancel-confirm")
+    dialog.locator("button.keep").click()
+    assert page.locator("dialog#confirm[open]").count() == 0
+    assert state(hub, first["id"])["state"] in ("Pending", "Running")  # kept
+    row.locator("button.cancel").click()
+    page.locator("dialog#confirm[open] button.confirm").click()
+    try:
+        wait_for(lambda: state(hub, first["id"])["state"] == "Cancelled", "the job cancelled from the jobs page",
+                 timeout=20)
+    except AssertionError:
+        raise AssertionError(f"the page says {page.inner_text('#action-message')!r}") from None
+    wait_for(lambda: "cancelled" in row.locator("td.state-Cancelled").inner_text(), "the row to say cancelled live",
+             timeout=20)
+    assert row.locator("button.cancel").count() == 0  # nothing left to cancel
+    assert "bob-cancel-list was cancelled" in page.inner_text("#action-message")
+    shot(page, "pages-jobs-cancelled")
+    # the job's own page
+    open_page(page, hub, f"jobs/{second['id']}")
+    page.click("#cancel")
+    page.locator("dialog#confirm[open]").wait_for()
+    page.locator("dialog#confirm[open] button.confirm").click()
+    try:
+        wait_for(lambda: state(hub, second["id"])["state"] == "Cancelled", "the job cancelled from its page", timeout=20)
+    except AssertionError:
+        raise AssertionError(f"the page says {page.inner_text('#action-message')!r}") from None
+    wait_for(lambda: page.inner_text("dd[data-fact=state]") == "cancelled", "its page to say cancelled", timeout=20)
+    assert not page.is_visible("#cancel")
+    shot(page, "pages-job-cancelled")
+    page.context.close()
