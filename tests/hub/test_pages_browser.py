@@ -336,4 +336,28 @@ def test_cancel_from_the_jobs_page_and_the_job_page_asks_first_and_works_with_th
     wait_for(lambda: page.inner_text("dd[data-fact=state]") == "cancelled", "its page to say cancelled", timeout=20)
     assert not page.is_visible("#cancel")
     shot(page, "pages-job-cancelled")
+    # A page left open across a new login (another tab logs out and in): it says to reload, and after
+    # the reload its cancel works. Before, it answered "a hub token with access to this service is required".
+    third = job(hub, "bob", "bob-cancel-later", 1, pc="low-priority-dev")
+    open_page(page, hub, "jobs")
+    other = page.context.new_page()
+    other.goto(hub.url("/hub/logout"))
+    other.goto(hub.url("/hub/login"))
+    other.fill("input[name=username]", "bob")
+    other.fill("input[name=password]", "demo")
+    with other.expect_navigation():
+        other.click("input[type=submit], button[type=submit]")
+    other.close()
+    page.locator(f"#jobs tr[data-id='{third['id']}'] button.cancel").click()
+    page.locator("dialog#confirm[open] button.confirm").click()
+    page.wait_for_selector("#action-message button.reload")
+    message = page.inner_text("#action-message")
+    assert "bob-cancel-later could not be cancelled" in message and "reload the page" in message.lower(), message
+    shot(page, "pages-jobs-cancel-stale-login")
+    with page.expect_navigation():
+        page.click("#action-message button.reload")
+    page.wait_for_function("window.tenancyPageReady === true")
+    page.locator(f"#jobs tr[data-id='{third['id']}'] button.cancel").click()
+    page.locator("dialog#confirm[open] button.confirm").click()
+    wait_for(lambda: state(hub, third["id"])["state"] == "Cancelled", "the job cancelled after the reload", timeout=20)
     page.context.close()

@@ -61,12 +61,18 @@ export function confirmAction(question, detail, actionWord) {
 }
 
 // One line under the heading saying what an action did or why it could not (role=status: read out).
-export function say(text, kind = 'good') {
+export function say(text, kind = 'good', ...more) {
   const box = document.getElementById('action-message');
   if (!box) return;
-  box.textContent = text;
+  fill(box, text, ...more);
   box.className = `notice ${kind}`;
   box.hidden = !text;
+}
+
+// A page open since before a new login cannot act any more: the way out is a reload (the API says so).
+function reloadButton(err) {
+  if (err.status !== 403 || !/reload the page/.test(err.message)) return null;
+  return [' ', h('button', { type: 'button', class: 'small reload', onclick: () => window.location.reload() }, 'Reload the page')];
 }
 
 // The person's name for a workload: "bob's training job bob-train".
@@ -93,6 +99,6 @@ export async function cancelWorkload(data, w, onDone) {
     say(`${name} was cancelled.`);
     if (onDone) onDone(view);
   } catch (err) {
-    say(`${name} could not be cancelled. ${sentence(err.message)}`, 'warn');
+    say(`${name} could not be cancelled. ${sentence(err.message)}`, 'warn', reloadButton(err));
   }
 }
