@@ -242,6 +242,16 @@ def test_a_broken_group_is_flagged_for_admins_and_kept_out_of_the_spawn_form(hub
     shot(page, "pages-spawn-form-narrow")
     page.context.close()
     hub.api("DELETE", "/groups/team-x")
+    # bob's team-b (root.a.2, whose max is 5 CPU since the tree editor's test): Large can never start
+    # there, so it is not offered; its card says why and Small is chosen (issue 22)
+    page = logged_in(browser, hub, "bob")
+    page.goto(hub.url("/hub/spawn"))
+    page.wait_for_selector("#tenancy-profiles")
+    assert page.is_disabled("input[name=profile][value=large]"), page.inner_text("#tenancy-profiles")
+    assert page.is_checked("input[name=profile][value=small]")
+    assert "Cannot start as asked" in page.inner_text(".tenancy-profile[data-profile=large]")
+    shot(page, "pages-spawn-form-refused")
+    page.context.close()
 
 
 def test_the_waiting_page_and_the_home_page_say_why_a_server_waits(hub, story, browser):
@@ -256,14 +266,31 @@ def test_the_waiting_page_and_the_home_page_say_why_a_server_waits(hub, story, b
     assert "quota root.a.1 is at its max for cpu" in page.inner_text("#tenancy-status .tenancy-reason").lower()
     assert "in the queue" in page.inner_text("#tenancy-status .tenancy-position")
     assert "Stop another server or job of team-a" in page.inner_text("#tenancy-status .tenancy-todo")
+    # ...and where: the hub home (servers) and the Jobs page (Cancel…), issue 22
+    links = page.locator("#tenancy-status .tenancy-todo a")
+    assert [links.nth(i).get_attribute("href") for i in range(links.count())] == ["/hub/home", PAGES + "jobs"]
+    # no "smaller profile" advice: team-a is at its max, no profile of it would start now
+    assert "start again with" not in page.inner_text("#tenancy-status .tenancy-todo")
     assert page.get_attribute("#tenancy-status .tenancy-dashboard", "href") == "/services/tenancy/quota"
     shot(page, "pages-spawn-waiting")
     page.goto(hub.url("/hub/home"))
     waiting = page.locator("#tenancy-home .tenancy-waiting[data-server=wait]")
     assert "Your server wait is waiting for room." in waiting.inner_text()
     shot(page, "pages-home-waiting")
+    # Stop on the waiting page asks first; "keep waiting" keeps it in the queue (issue 22)
+    page.goto(hub.url("/hub/spawn-pending/alice/wait"))
+    page.click("#stop-named-server-btn")
+    dialog = page.locator("dialog#tenancy-confirm[open]")
+    dialog.wait_for()
+    assert "Stop your server wait?" in dialog.inner_text() and "Your files are kept" in dialog.inner_text()
+    shot(page, "pages-spawn-waiting-stop-confirm")
+    dialog.locator("button.keep").click()
+    assert page.locator("dialog#tenancy-confirm").count() == 0
+    assert (hub.server_model("alice", "wait") or {}).get("pending") == "spawn"
+    page.click("#stop-named-server-btn")
+    page.locator("dialog#tenancy-confirm[open] button.confirm").click()
+    wait_for(lambda: hub.server_model("alice", "wait") is None, "alice/wait to stop from its waiting page")
     page.context.close()
-    hub.stop_server("alice", "wait")
 
 
 def test_a_notebook_stopped_to_make_room_is_explained_on_the_home_page(hub, story, browser):
@@ -293,6 +320,13 @@ def test_a_notebook_stopped_to_make_room_is_explained_on_the_home_page(hub, stor
     assert text.startswith("Your server was stopped at ") and "by team-c/carol-takes" in text, text
     assert "Because: Reclaimed by team-c/carol-takes" in text
     shot(page, "pages-home-stopped")
+    # the next spawn page says it too: when, for whose work and why (issue 22; the README says so)
+    page.goto(hub.url("/hub/spawn"))
+    page.wait_for_selector("#tenancy-profiles")
+    said = page.inner_text("#tenancy-previous-stop")
+    assert said.startswith("Your server was stopped at ") and "to make room for team-c/carol-takes" in said, said
+    assert "Because: Reclaimed by team-c/carol-takes" in said
+    shot(page, "pages-spawn-form-after-stop")
     page.context.close()
 
 
