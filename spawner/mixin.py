@@ -173,9 +173,12 @@ class TenancySpawnerMixin(Configurable):
                 if slug in t["slugs"] and verdict:
                     who = f"{t['group']}: " if len(teams) > 1 else ""
                     lines.append({"verdict": verdict["verdict"], "text": who + self._verdict_words(verdict)})
+            # Refused for every team it could run in: not offered (disabled, its card says why), as the
+            # spawn would only fail. With one team of several refusing it, the card's line says which.
+            refused = bool(lines) and all(line["verdict"] not in ("now", "reclaim", "wait") for line in lines)
             profiles.append({"slug": slug, "display_name": spec.get("display_name", slug),
                              "description": spec.get("description", ""), "asks": _asks(spec.get("resources")),
-                             "room": lines})
+                             "room": lines, "refused": refused})
         for t in teams:
             room = (rooms.get(t["group"]) or {}).get("room") or {}
             ceiling = amounts(room.get("ceiling"))
@@ -190,7 +193,17 @@ class TenancySpawnerMixin(Configurable):
                    else " after a short grace period; save your work often."))
         return _FORMS.get_template("tenancy_options_form.html").render(
             teams=teams, broken=broken, profiles=profiles if teams else [], priority_note=note,
-            dashboard=self.tenancy_public_url + "quota")
+            dashboard=self.tenancy_public_url + "quota", previous_stop=self._previous_stop_words())
+
+    def _previous_stop_words(self) -> str:
+        """The spawn form's answer to "where did my server go": when the scheduler stopped this server's
+        last run, for whose work and why (kept in the server's state since that stop, until the next start)."""
+        notice = getattr(self, "tenancy_notice", None)
+        if not notice:
+            return ""
+        label = f"Your server {self.name}" if self.name else "Your server"
+        by = f" to make room for {notice['by']}" if notice.get("by") else ""
+        return f"{label} was stopped at {when(notice['time'])}{by}. Because: {sentence(notice['message'])}"
 
     def _no_team_form(self) -> str:
         """What someone in no team sees instead of a form (an empty form would start a server at once, to
@@ -305,6 +318,7 @@ class TenancySpawnerMixin(Configurable):
 
     async def start(self):
         self._notice, self._latest = None, {}  # progress() may already be reading them
+        self._fits_instead = None  # asked again for this start's wait
         self.tenancy_notice = None  # the home page's "stopped at ..." is answered by this start
         group, profile = self._choose()
         await self._usable_team(group)
@@ -504,12 +518,26 @@ class TenancySpawnerMixin(Configurable):
                     if wl.get("position") else "")
         todo = ["Wait here: the server starts by itself as soon as there is room, and this page follows it."]
         if reason in ("quota-max", "quota-min"):
-            todo.append(f"Stop another server or job of {team} to make room sooner.")
-        if len(self.profiles) > 1:
-            todo.append("Or press Stop and start again with a smaller profile.")
+            # Where to do it, not only what: the hub home stops one's servers, the Jobs page cancels jobs.
+            base = (getattr(self.user, "settings", None) or {}).get("base_url", "/")
+            todo.append({"text": f"Stop another server or job of {team} to make room sooner:",
+                         "links": [{"href": url_path_join(base, "hub", "home"), "text": "your servers"},
+                                   {"href": self.tenancy_public_url + "jobs", "text": "your jobs (Cancel…)"}]})
+        fits = getattr(self, "_fits_instead", None) or []
+        if fits:  # only when another profile of the team would start now; "a smaller profile" helped nobody else
+            todo.append(f"Or press Stop and start again with {' or '.join(fits)}: it would start now.")
         todo.append("The dashboard shows the team's quota and the queue.")
         return {"state": state, "headline": headline, "reason": sentence(wl.get("message") or "Queued"),
                 "position": position, "todo": todo, "dashboard": self.tenancy_public_url + "quota"}
+
+    async def _profiles_that_fit_now(self) -> list[str]:
+        """The display names of the team's other profiles that would start at once (asked once per wait)."""
+        group = next((g for g in self.tenant_groups() if g.name == getattr(self, "tenant", None)), None)
+        others = [s for s in self.allowed_profiles(group) if s != getattr(self, "_profile", None)] if group else []
+        room = await self._room(group.name, others) if others else None
+        verdicts = (room or {}).get("profiles") or {}
+        return [(self.profiles.get(s) or {}).get("display_name", s) for s in others
+                if (verdicts.get(s) or {}).get("verdict") == "now"]
 
     async def progress(self):
         progress, seen, told = 10, None, None
@@ -522,6 +550,8 @@ class TenancySpawnerMixin(Configurable):
             state = wl.get("state")
             if state and state != "Pending":
                 break
+            if wl and getattr(self, "_fits_instead", None) is None:
+                self._fits_instead = await self._profiles_that_fit_now()
             if wl:
                 status = self._waiting_status(wl)
                 where = ""

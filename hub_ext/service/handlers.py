@@ -138,6 +138,9 @@ class APIHandler(HubOAuthenticated, SecureHeaders):
             if model:
                 raise web.HTTPError(403, f"the token may not use this service: it needs the scope "
                                          f"access:services!service={self.settings.get('service_name')}")
+            if self._stale_page_login():
+                raise web.HTTPError(403, "this page's login is out of date (you logged out or in again since it "
+                                         "was opened): reload the page and try again")
             raise web.HTTPError(403, "a hub token with access to this service is required")
         scopes = set(checked.get("scopes") or [])
         if not (_has(scopes, USE_SCOPE) or _has(scopes, ADMIN_SCOPE)):
@@ -186,6 +189,12 @@ class APIHandler(HubOAuthenticated, SecureHeaders):
                     vars(self).pop("_cached_hub_user", None)  # HubAuth answers once per request unless told
                     await asyncio.sleep(0.5)
         raise web.HTTPError(503, "the hub cannot confirm who you are right now; try again in a moment")
+
+    def _stale_page_login(self) -> bool:
+        """The request came from one of our pages with its login cookie, but HubOAuth refused the cookie
+        (its XSRF token is not this session's, or the session's token is gone): the page predates a new
+        login. Said apart from "no token at all", which told people nothing they could act on (issue 22)."""
+        return bool(self.hub_auth._get_token_cookie(self)) and "Authorization" not in self.request.headers
 
     def _browser_navigation(self) -> bool:
         return (self.request.method == "GET" and "Authorization" not in self.request.headers

@@ -12,7 +12,7 @@ export class Live {
   }
 
   connect() {
-    const url = `${this.data.prefix}api/v1/events?samples=true&_xsrf=${encodeURIComponent(this.data.xsrf || '')}`;
+    const url = `${this.data.prefix}api/v1/events?samples=true&_xsrf=${encodeURIComponent(xsrf() || this.data.xsrf || '')}`;
     const source = new EventSource(url);
     source.onopen = () => this.say('live', 'on', 'Connected: this page updates by itself.');
     source.onerror = () => this.say('reconnecting…', 'off', 'The connection to the tenancy service was lost; retrying.');
@@ -54,10 +54,17 @@ export function setXsrf(token) {
   XSRF = token || '';
 }
 
+// The session's XSRF token as it is now: the service's _xsrf cookie (its raw value is the token; a page
+// opened later in another tab may have renewed it), else the one this page was served with.
+export function xsrf() {
+  const cookie = document.cookie.split('; ').find(c => c.startsWith('_xsrf='));
+  return cookie ? decodeURIComponent(cookie.slice(6)) : XSRF;
+}
+
 export async function api(prefix, path, options = {}) {
   const r = await fetch(`${prefix}api/v1/${path}`, {
     credentials: 'same-origin',
-    headers: { 'Content-Type': 'application/json', 'X-XSRFToken': XSRF },
+    headers: { 'Content-Type': 'application/json', 'X-XSRFToken': xsrf() },
     ...options
   });
   const text = await r.text();

@@ -242,6 +242,16 @@ def test_a_broken_group_is_flagged_for_admins_and_kept_out_of_the_spawn_form(hub
     shot(page, "pages-spawn-form-narrow")
     page.context.close()
     hub.api("DELETE", "/groups/team-x")
+    # bob's team-b (root.a.2, whose max is 5 CPU since the tree editor's test): Large can never start
+    # there, so it is not offered; its card says why and Small is chosen (issue 22)
+    page = logged_in(browser, hub, "bob")
+    page.goto(hub.url("/hub/spawn"))
+    page.wait_for_selector("#tenancy-profiles")
+    assert page.is_disabled("input[name=profile][value=large]"), page.inner_text("#tenancy-profiles")
+    assert page.is_checked("input[name=profile][value=small]")
+    assert "Cannot start as asked" in page.inner_text(".tenancy-profile[data-profile=large]")
+    shot(page, "pages-spawn-form-refused")
+    page.context.close()
 
 
 def test_the_waiting_page_and_the_home_page_say_why_a_server_waits(hub, story, browser):
@@ -256,14 +266,31 @@ def test_the_waiting_page_and_the_home_page_say_why_a_server_waits(hub, story, b
     assert "quota root.a.1 is at its max for cpu" in page.inner_text("#tenancy-status .tenancy-reason").lower()
     assert "in the queue" in page.inner_text("#tenancy-status .tenancy-position")
     assert "Stop another server or job of team-a" in page.inner_text("#tenancy-status .tenancy-todo")
+    # ...and where: the hub home (servers) and the Jobs page (Cancel…), issue 22
+    links = page.locator("#tenancy-status .tenancy-todo a")
+    assert [links.nth(i).get_attribute("href") for i in range(links.count())] == ["/hub/home", PAGES + "jobs"]
+    # no "smaller profile" advice: team-a is at its max, no profile of it would start now
+    assert "start again with" not in page.inner_text("#tenancy-status .tenancy-todo")
     assert page.get_attribute("#tenancy-status .tenancy-dashboard", "href") == "/services/tenancy/quota"
     shot(page, "pages-spawn-waiting")
     page.goto(hub.url("/hub/home"))
     waiting = page.locator("#tenancy-home .tenancy-waiting[data-server=wait]")
     assert "Your server wait is waiting for room." in waiting.inner_text()
     shot(page, "pages-home-waiting")
+    # Stop on the waiting page asks first; "keep waiting" keeps it in the queue (issue 22)
+    page.goto(hub.url("/hub/spawn-pending/alice/wait"))
+    page.click("#stop-named-server-btn")
+    dialog = page.locator("dialog#tenancy-confirm[open]")
+    dialog.wait_for()
+    assert "Stop your server wait?" in dialog.inner_text() and "Your files are kept" in dialog.inner_text()
+    shot(page, "pages-spawn-waiting-stop-confirm")
+    dialog.locator("button.keep").click()
+    assert page.locator("dialog#tenancy-confirm").count() == 0
+    assert (hub.server_model("alice", "wait") or {}).get("pending") == "spawn"
+    page.click("#stop-named-server-btn")
+    page.locator("dialog#tenancy-confirm[open] button.confirm").click()
+    wait_for(lambda: hub.server_model("alice", "wait") is None, "alice/wait to stop from its waiting page")
     page.context.close()
-    hub.stop_server("alice", "wait")
 
 
 def test_a_notebook_stopped_to_make_room_is_explained_on_the_home_page(hub, story, browser):
@@ -293,4 +320,78 @@ def test_a_notebook_stopped_to_make_room_is_explained_on_the_home_page(hub, stor
     assert text.startswith("Your server was stopped at ") and "by team-c/carol-takes" in text, text
     assert "Because: Reclaimed by team-c/carol-takes" in text
     shot(page, "pages-home-stopped")
+    # the next spawn page says it too: when, for whose work and why (issue 22; the README says so)
+    page.goto(hub.url("/hub/spawn"))
+    page.wait_for_selector("#tenancy-profiles")
+    said = page.inner_text("#tenancy-previous-stop")
+    assert said.startswith("Your server was stopped at ") and "to make room for team-c/carol-takes" in said, said
+    assert "Because: Reclaimed by team-c/carol-takes" in said
+    shot(page, "pages-spawn-form-after-stop")
+    page.context.close()
+
+
+def test_cancel_from_the_jobs_page_and_the_job_page_asks_first_and_works_with_the_pages_login(hub, browser):
+    """Issue 22: bob cancels his own jobs where he sees them, after a confirmation, with the page's own
+    hub login (a DELETE with it answered 403 before); "keep it" changes nothing."""
+    first = job(hub, "bob", "bob-cancel-list", 1, pc="low-priority-dev")
+    second = job(hub, "bob", "bob-cancel-page", 1, pc="low-priority-dev")
+    page = logged_in(browser, hub, "bob")
+    open_page(page, hub, "jobs")
+    row = page.locator(f"#jobs tr[data-id='{first['id']}']")
+    row.locator("button.cancel").click()
+    dialog = page.locator("dialog#confirm[open]")
+    dialog.wait_for()
+    assert "Cancel bob's training job bob-cancel-list?" in dialog.inner_text(), dialog.inner_text()
+    shot(page, "pages-jobs-cancel-confirm")
+    dialog.locator("button.keep").click()
+    assert page.locator("dialog#confirm[open]").count() == 0
+    assert state(hub, first["id"])["state"] in ("Pending", "Running")  # kept
+    row.locator("button.cancel").click()
+    page.locator("dialog#confirm[open] button.confirm").click()
+    try:
+        wait_for(lambda: state(hub, first["id"])["state"] == "Cancelled", "the job cancelled from the jobs page",
+                 timeout=20)
+    except AssertionError:
+        raise AssertionError(f"the page says {page.inner_text('#action-message')!r}") from None
+    wait_for(lambda: "cancelled" in row.locator("td.state-Cancelled").inner_text(), "the row to say cancelled live",
+             timeout=20)
+    assert row.locator("button.cancel").count() == 0  # nothing left to cancel
+    assert "bob-cancel-list was cancelled" in page.inner_text("#action-message")
+    shot(page, "pages-jobs-cancelled")
+    # the job's own page
+    open_page(page, hub, f"jobs/{second['id']}")
+    page.click("#cancel")
+    page.locator("dialog#confirm[open]").wait_for()
+    page.locator("dialog#confirm[open] button.confirm").click()
+    try:
+        wait_for(lambda: state(hub, second["id"])["state"] == "Cancelled", "the job cancelled from its page", timeout=20)
+    except AssertionError:
+        raise AssertionError(f"the page says {page.inner_text('#action-message')!r}") from None
+    wait_for(lambda: page.inner_text("dd[data-fact=state]") == "cancelled", "its page to say cancelled", timeout=20)
+    assert not page.is_visible("#cancel")
+    shot(page, "pages-job-cancelled")
+    # A page left open across a new login (another tab logs out and in): it says to reload, and after
+    # the reload its cancel works. Before, it answered "a hub token with access to this service is required".
+    third = job(hub, "bob", "bob-cancel-later", 1, pc="low-priority-dev")
+    open_page(page, hub, "jobs")
+    other = page.context.new_page()
+    other.goto(hub.url("/hub/logout"))
+    other.goto(hub.url("/hub/login"))
+    other.fill("input[name=username]", "bob")
+    other.fill("input[name=password]", "demo")
+    with other.expect_navigation():
+        other.click("input[type=submit], button[type=submit]")
+    other.close()
+    page.locator(f"#jobs tr[data-id='{third['id']}'] button.cancel").click()
+    page.locator("dialog#confirm[open] button.confirm").click()
+    page.wait_for_selector("#action-message button.reload")
+    message = page.inner_text("#action-message")
+    assert "bob-cancel-later could not be cancelled" in message and "reload the page" in message.lower(), message
+    shot(page, "pages-jobs-cancel-stale-login")
+    with page.expect_navigation():
+        page.click("#action-message button.reload")
+    page.wait_for_function("window.tenancyPageReady === true")
+    page.locator(f"#jobs tr[data-id='{third['id']}'] button.cancel").click()
+    page.locator("dialog#confirm[open] button.confirm").click()
+    wait_for(lambda: state(hub, third["id"])["state"] == "Cancelled", "the job cancelled after the reload", timeout=20)
     page.context.close()

@@ -32,8 +32,16 @@
     var list = box.querySelector('.tenancy-todo');
     list.replaceChildren();
     (t.todo || []).forEach(function (line) {
+      // A line is a sentence, or {text, links: [{href, text}]}: a sentence with where to act on it.
       var li = document.createElement('li');
-      li.textContent = line;
+      li.textContent = typeof line === 'string' ? line : line.text;
+      ((line && line.links) || []).forEach(function (link, i) {
+        li.appendChild(document.createTextNode(i ? ', ' : ' '));
+        var a = document.createElement('a');
+        a.href = link.href;
+        a.textContent = link.text;
+        li.appendChild(a);
+      });
       list.appendChild(li);
     });
     window.tenancyWaitingUpdates = (window.tenancyWaitingUpdates || 0) + 1;

@@ -1,5 +1,6 @@
 import { h, fill } from '../dom';
-import { plotValue } from '../format';
+import { plotValue, sentence } from '../format';
+import { api } from '../live';
 
 export function warnings(data) {
   const box = document.getElementById('warnings');
@@ -27,4 +28,77 @@ export function teamsIn(history, key = 'teams') {
 export function chartBox(title, id) {
   const canvas = h('canvas', { id, role: 'img', 'aria-label': title });
   return { box: h('figure', { class: 'chart' }, h('figcaption', {}, title), h('div', { class: 'plot' }, canvas)), canvas };
+}
+
+// Ask before a destructive action (JupyterLab's convention): an in-page modal dialog with the
+// question, a "keep" button (focused, the safe default; Escape too) and the action's own words.
+// Resolves true when the person chose the action.
+export function confirmAction(question, detail, actionWord) {
+  return new Promise(resolve => {
+    const old = document.getElementById('confirm');
+    if (old) old.remove();
+    const keep = h('button', { type: 'button', class: 'keep' }, 'Keep it');
+    const act = h('button', { type: 'button', class: 'confirm danger' }, actionWord);
+    const dialog = h('dialog', { id: 'confirm', 'aria-labelledby': 'confirm-question' },
+      h('p', { id: 'confirm-question', class: 'question' }, question),
+      detail ? h('p', { class: 'detail' }, detail) : null,
+      h('p', { class: 'buttons' }, keep, ' ', act));
+    const done = answer => {
+      dialog.close();
+      dialog.remove();
+      resolve(answer);
+    };
+    keep.addEventListener('click', () => done(false));
+    act.addEventListener('click', () => done(true));
+    dialog.addEventListener('cancel', e => {
+      e.preventDefault();
+      done(false);
+    });
+    document.body.append(dialog);
+    dialog.showModal();
+    keep.focus();
+  });
+}
+
+// One line under the heading saying what an action did or why it could not (role=status: read out).
+export function say(text, kind = 'good', ...more) {
+  const box = document.getElementById('action-message');
+  if (!box) return;
+  fill(box, text, ...more);
+  box.className = `notice ${kind}`;
+  box.hidden = !text;
+}
+
+// A page open since before a new login cannot act any more: the way out is a reload (the API says so).
+function reloadButton(err) {
+  if (err.status !== 403 || !/reload the page/.test(err.message)) return null;
+  return [' ', h('button', { type: 'button', class: 'small reload', onclick: () => window.location.reload() }, 'Reload the page')];
+}
+
+// The person's name for a workload: "bob's training job bob-train".
+export function workloadName(w) {
+  const kind = w.kind === 'notebook' ? 'notebook' : 'training job';
+  return `${w.user}'s ${kind} ${w.name}`;
+}
+
+// May the person looking cancel this workload here? Their own, or any as an admin; only while it waits
+// or runs. Notebooks are stopped through the hub (their server), not cancelled here.
+export function cancellable(w, data) {
+  return w.kind !== 'notebook' && ['Pending', 'Running'].includes(w.state) && (data.admin || w.user === data.user);
+}
+
+// Cancel after asking; says what happened. The API's own sentence when it refuses.
+export async function cancelWorkload(data, w, onDone) {
+  const name = workloadName(w);
+  const detail = w.state === 'Running'
+    ? 'It is running: it stops now and its room goes to the work waiting for it. Its logs stay readable.'
+    : 'It has not started: it leaves the queue.';
+  if (!(await confirmAction(`Cancel ${name}?`, detail, 'Cancel the job'))) return;
+  try {
+    const view = await api(data.prefix, `workloads/${encodeURIComponent(w.id)}`, { method: 'DELETE' });
+    say(`${name} was cancelled.`);
+    if (onDone) onDone(view);
+  } catch (err) {
+    say(`${name} could not be cancelled. ${sentence(err.message)}`, 'warn', reloadButton(err));
+  }
 }

@@ -1,6 +1,7 @@
 import { fill, h, rows } from '../dom';
 import { finishedAt, requests, sentence, startedAt, stateWord, when, why } from '../format';
 import { api } from '../live';
+import { cancelWorkload, cancellable } from './common';
 
 // One job: who, what, its timeline, why it waited, its pods, its logs and how it ended (live).
 export function job(data, live) {
@@ -23,6 +24,7 @@ export function job(data, live) {
       ['now', why(w, now) || '—'], ['submitted', when(w.created)], ['started', when(startedAt(w))],
       ['ended', when(finishedAt(w))], ['exit', exitStatus()]
     ];
+    document.getElementById('cancel').hidden = !cancellable(w, data);
     fill(document.getElementById('facts'), facts.flatMap(([k, v]) => [h('dt', {}, k), h('dd', { 'data-fact': k }, v)]));
     const events = w.events || [];
     rows(document.getElementById('timeline'), events.map(e => h('tr', { 'data-type': e.type },
@@ -57,6 +59,10 @@ export function job(data, live) {
 
   render();
   logs();
+  document.getElementById('cancel').addEventListener('click', () => cancelWorkload(data, w, view => {
+    if (view && view.id === w.id) w = { ...w, ...view, events: view.events || w.events };
+    render();
+  }));
   document.getElementById('logs-refresh').addEventListener('click', logs);
   live.on('workload', changed => {
     if (changed.id === w.id) refresh();

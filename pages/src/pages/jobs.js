@@ -2,6 +2,7 @@ import { barChart, line, timeChart } from '../charts';
 import { fill, h, rows } from '../dom';
 import { finishedAt, requests, startedAt, stateWord, when, why } from '../format';
 import { appendSample } from '../live';
+import { cancelWorkload, cancellable } from './common';
 
 const BUCKETS = [[10, '< 10 s'], [60, '10 s – 1 min'], [300, '1 – 5 min'], [1800, '5 – 30 min'], [7200, '30 min – 2 h'], [Infinity, '> 2 h']];
 
@@ -83,7 +84,16 @@ export function jobs(data, live) {
       h('td', {}, why(w, now)),
       h('td', {}, w.priorityClassName || ''),
       h('td', {}, requests(w)),
-      h('td', {}, when(w.created)))) : [h('tr', {}, h('td', { colspan: 8 }, kind ? `No ${filter.selectedOptions[0].text} yet.` : 'Nothing yet.'))]);
+      h('td', {}, when(w.created)),
+      h('td', {}, cancellable(w, data)
+        ? h('button', { type: 'button', class: 'cancel small', onclick: () => cancelWorkload(data, w, done) }, 'Cancel…')
+        : ''))) : [h('tr', {}, h('td', { colspan: 9 }, kind ? `No ${filter.selectedOptions[0].text} yet.` : 'Nothing yet.'))]);
+  }
+
+  // The API's answer to a cancel is the workload as it is now: shown at once, the stream confirms it.
+  function done(view) {
+    if (view && view.id) byId.set(view.id, view);
+    render();
   }
 
   function render() {
