@@ -137,18 +137,32 @@ def test_quota_dashboard_highlights_borrowing_and_lists_the_reclaim(hub, story, 
     assert "reclaim" in page.inner_text("#evictions") and "team-c/carol-train" in page.inner_text("#evictions")
     shot(page, "pages-quota")
     page.context.close()
-    # bob: his team's detail, the tree's shape, the others folded away
+    # bob: one rule for other teams everywhere (issue 22): every team's totals, as /tree gives them,
+    # but no other team's people or servers (carol's job is "team-c" in his reclaim table)
     page = logged_in(browser, hub, "bob", **NARROW)
     open_page(page, hub, "quota")
     assert page.locator("#quota tr[data-node='root.a.2'] td").nth(3).inner_text() != "·"
-    assert page.locator("#quota tr[data-node='root.b.1'] td").nth(3).inner_text() == "·"
+    c_used = page.locator("#quota tr[data-node='root.b.1'][data-resource=cpu] td").nth(3).inner_text()
+    assert c_used.split(" ")[0] == svc(hub, "bob", "GET", "/tree")[1]["quota"]["root.b.1"]["used"]["cpu"], c_used
+    mine = page.inner_text("#evictions")
+    assert "reclaim" in mine and "team-c" in mine and "carol" not in mine, mine
     assert page.locator("a", has_text="Quota tree editor").count() == 0
     shot(page, "pages-quota-user-narrow")
     open_page(page, hub, "")
-    assert page.locator("#teams tbody th").all_inner_texts() == ["team-b", "other teams"]
+    assert page.locator("#teams tbody th").all_inner_texts() == ["team-a", "team-b", "team-c"]
     shot(page, "pages-cluster-user-narrow")
+    # /metrics names every namespace: admins and Prometheus's scrape token only
+    r = hub.request("GET", "/services/tenancy/metrics", token=token(hub, "bob"))
+    assert r.status_code == 403 and "for admins" in r.text, r.text
     r = page.goto(hub.url(PAGES + "tree"))
     assert r.status == 403 and "for admins" in page.inner_text("body")
+    page.context.close()
+    # carol reclaimed from team-b: she sees that team-b's training job was stopped, not whose or which
+    page = logged_in(browser, hub, "carol")
+    open_page(page, hub, "quota")
+    theirs = page.inner_text("#evictions")
+    assert "a training job of team-b" in theirs and "bob" not in theirs and "carol-train" in theirs, theirs
+    shot(page, "pages-quota-reclaims-user")
     page.context.close()
 
 

@@ -97,7 +97,8 @@ export function quota(data, live) {
   function evictions(list) {
     rows(document.getElementById('evictions'), list.length ? list.map(e => h('tr', {},
       h('td', {}, when(e.time)), h('td', {}, e.kind === 'reclaimed' ? 'reclaim' : 'preemption'),
-      h('td', {}, `${e.victim.team || e.victim.namespace}: ${e.victim.user}'s ${e.victim.kind} ${e.victim.name}`),
+      // another team's victim comes without its person and server (the service's rule): its kind and team
+      h('td', {}, e.victim.said || `${e.victim.team || e.victim.namespace}: ${e.victim.user}'s ${e.victim.kind} ${e.victim.name}`),
       h('td', {}, e.preemptor), h('td', {}, sentence(e.message))))
       : [h('tr', {}, h('td', { colspan: 5 }, 'Nobody has been stopped to make room.'))]);
   }
