@@ -77,6 +77,9 @@ def test_cluster_dashboard_plots_history_by_team_and_updates_live(hub, story, br
     assert page.title() == "Cluster · Tenancy"
     cpu = page.inner_text(".card[data-resource=cpu]")
     assert "40 of 56" in cpu and "71% allocated" in cpu, cpu
+    # what binds (issue 22): the tree's ceiling beside the nodes' capacity
+    assert "The quota root allows at most 40, all in use: new work waits for quota, not for nodes." in cpu, cpu
+    assert "The quota root allows at most 40 GiB; 36 GiB of it left." in page.inner_text(".card[data-resource=memory]")
     teams = page.locator("#teams tbody th").all_inner_texts()
     assert teams == ["team-a", "team-b", "team-c"], teams
     assert page.locator("#charts canvas").count() == 3  # CPU, memory, GPU
@@ -220,6 +223,12 @@ def test_tree_editor_previews_victims_and_a_lowered_max_and_changes_nothing_unti
     shot(page, "pages-tree-applied")
     page.set_viewport_size(NARROW)
     shot(page, "pages-tree-narrow")
+    # the Quota page badges what is over its lowered max, not only "borrowing"
+    page.set_viewport_size({"width": 1280, "height": 800})
+    open_page(page, hub, "quota")
+    a2 = page.locator("#quota tr[data-node='root.a.2'][data-resource=cpu]")
+    assert a2.get_attribute("class") == "over-max" and "over its max by 5" in a2.inner_text(), a2.inner_text()
+    shot(page, "pages-quota-over-max")
     page.context.close()
 
 
