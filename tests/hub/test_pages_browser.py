@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -83,6 +84,10 @@ def test_cluster_dashboard_plots_history_by_team_and_updates_live(hub, story, br
     teams = page.locator("#teams tbody th").all_inner_texts()
     assert teams == ["team-a", "team-b", "team-c"], teams
     assert page.locator("#charts canvas").count() == 3  # CPU, memory, GPU
+    # the time axes end now (the service's clock), not at a rounder tick minutes ahead
+    now = time.time()
+    end = float(page.get_attribute("#chart-cpu", "data-axis-end") or 0)
+    assert now - 10 <= end <= now + 1, (end, now)
     assert page.evaluate("document.querySelector('#chart-cpu').width") > 200
     page.evaluate("window.notReloaded = true")
     before = page.inner_text(".card[data-resource=cpu] .sub")
@@ -154,6 +159,13 @@ def test_quota_dashboard_highlights_borrowing_and_lists_the_reclaim(hub, story, 
     open_page(page, hub, "")
     assert page.locator("#teams tbody th").all_inner_texts() == ["team-a", "team-b", "team-c"]
     shot(page, "pages-cluster-user-narrow")
+    # the Jobs page's tiles and its chart count the same jobs (every team's, as the chart does)
+    open_page(page, hub, "jobs")
+    label = page.get_attribute("#jobs-chart", "aria-label")
+    running = page.inner_text(".card[data-count=running] .big")
+    assert label.endswith(f"queued, {running} running"), (label, running)
+    assert page.inner_text(".card[data-count=queued] .big") + " queued" in label, label
+    assert "yours" in page.inner_text(".card[data-count=running] .sub")
     # /metrics names every namespace: admins and Prometheus's scrape token only
     r = hub.request("GET", "/services/tenancy/metrics", token=token(hub, "bob"))
     assert r.status_code == 403 and "for admins" in r.text, r.text
