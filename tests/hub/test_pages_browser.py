@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from browser import browser, logged_in, shot  # noqa: F401 - the fixture
+from browser import SHOTS, browser, logged_in, shot  # noqa: F401 - the fixture
 from demo_hub import ROOT, leaf_used, svc, token
 from waiting import wait_for
 
@@ -328,4 +328,41 @@ def test_a_notebook_stopped_to_make_room_is_explained_on_the_home_page(hub, stor
     assert text.startswith("Your server was stopped at ") and "by team-c/carol-takes" in text, text
     assert "Because: Reclaimed by team-c/carol-takes" in text
     shot(page, "pages-home-stopped")
+    page.context.close()
+
+
+REACH = """sel => {
+  // every column of the table can be brought into view: the page itself does not overflow sideways
+  // (what overflows is cut off on a phone), and the table's own box scrolls to each header cell
+  const out = [];
+  for (const th of document.querySelectorAll(sel + ' thead th')) {
+    th.scrollIntoView({ inline: 'center', block: 'nearest' });
+    const r = th.getBoundingClientRect();
+    if (r.width < 8 || r.left < -1 || r.right > window.innerWidth + 1) out.push(th.textContent + ' ' + Math.round(r.left) + '..' + Math.round(r.right));
+  }
+  return { page: document.documentElement.scrollWidth, unreachable: out };
+}"""
+
+
+def test_at_420_px_every_column_of_the_dashboards_stays_reachable(hub, story, browser):
+    page = logged_in(browser, hub, "admin", width=420, height=900)
+    for path, tables in (("quota", ("#quota", "#evictions")), ("", ("#teams",)), ("jobs", ("#jobs",)), ("nodes", ())):
+        open_page(page, hub, path)
+        for table in tables:
+            got = page.evaluate(REACH, table)
+            assert got["page"] <= 420 and not got["unreachable"], (path, table, got)
+        if path == "quota":  # scrolled to its last column, each row still says whose and which node it is
+            box = page.locator("#quota").locator("xpath=..")
+            box.evaluate("b => { b.scrollLeft = b.scrollWidth; }")
+            row = page.locator("#quota tr[data-node='root.a.2'][data-resource=cpu]")
+            edge = box.bounding_box()
+            for i in (0, 1, 8):  # team, quota node, use
+                cell = row.locator("td").nth(i).bounding_box()
+                assert edge["x"] - 1 <= cell["x"] and cell["x"] + cell["width"] <= edge["x"] + edge["width"] + 1, (i, cell, edge)
+            team, node = (row.locator("td").nth(i).bounding_box() for i in (0, 1))
+            assert abs(team["x"] + team["width"] - node["x"]) <= 1, (team, node)  # nothing shows between them
+            box.screenshot(path=str(SHOTS / "pages-quota-420-scrolled.png"))  # the table's box, scrolled
+            box.evaluate("b => { b.scrollLeft = 0; }")
+        page.evaluate("window.scrollTo(0, 0)")
+        shot(page, f"pages-{path or 'cluster'}-420")
     page.context.close()

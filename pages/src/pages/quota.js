@@ -65,7 +65,11 @@ export function quota(data, live) {
           h('td', { class: 'barcol' }, bar)));
       }
     }
-    rows(document.getElementById('quota'), out.length ? out : [h('tr', {}, h('td', { colspan: 9 }, 'There is no quota tree: every namespace is on its own, bounded only by the cluster and its ResourceQuota.'))]);
+    const el = document.getElementById('quota');
+    rows(el, out.length ? out : [h('tr', {}, h('td', { colspan: 9 }, 'There is no quota tree: every namespace is on its own, bounded only by the cluster and its ResourceQuota.'))]);
+    // the quota-node column sticks right after the team column (pages.css): exactly its width, no gap
+    const first = el.querySelector('thead th');
+    if (first) el.style.setProperty('--sticky-left', `${first.getBoundingClientRect().width}px`);
   }
 
   function plots() {
