@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from tornado import web
+from tornado.httpclient import AsyncHTTPClient
 from tornado.httpserver import HTTPServer
 from traitlets.config import Config
 
@@ -226,7 +227,7 @@ async def running_service(tmp_path, monkeypatch, queued: int, **traits):
 
 @pytest_asyncio.fixture
 async def service(tmp_path, monkeypatch):
-    async with running_service(tmp_path, monkeypatch, QUEUED) as svc:
+    async with running_service(tmp_path, monkeypatch, QUEUED, metrics_token=token_of("prometheus")) as svc:
         yield svc
 
 
@@ -284,7 +285,7 @@ def endpoints(svc: Service) -> list[tuple]:
         ("GET /workloads/ID", "GET", f"api/v1/workloads/{wid}", None, 10, team_a),
         ("GET /tenants", "GET", "api/v1/tenants", None, 10, everyone),
         ("GET /tree", "GET", "api/v1/tree", None, 10, everyone),
-        ("GET /metrics", "GET", "metrics", None, 5, everyone),
+        ("GET /metrics", "GET", "metrics", None, 5, ["prometheus"]),  # the scrape token (users' are refused)
         ("GET /datasets", "GET", "api/v1/datasets", None, 10, everyone),
         ("POST /room (50 profiles)", "POST", "api/v1/room", json.dumps(room_body(50)), 1, team_a),
         ("POST /workloads?dryRun=true", "POST", "api/v1/workloads?dryRun=true", dry, 3, team_a),
@@ -381,3 +382,21 @@ async def test_one_user_holds_only_so_many_event_streams(tmp_path, monkeypatch):
         for _, _, writer in streams[1:]:
             writer.close()
         await until(lambda: not svc.controller.listeners, "every stream to end with its connection")
+
+
+@pytest.mark.asyncio
+async def test_metrics_are_for_admins_and_the_scrape_token_not_users(tmp_path, monkeypatch):
+    """Issue 22: /metrics names every namespace; a user's token is refused with a sentence, Prometheus's
+    scrape token (Bearer, its default scheme) is let in, a wrong one is not."""
+    async with running_service(tmp_path, monkeypatch, 0, metrics_token="scrape-secret") as svc:
+        client = AsyncHTTPClient()
+
+        async def get(authorization):
+            r = await client.fetch(svc.url + "metrics", headers={"Authorization": authorization}, raise_error=False)
+            return r.code, r.body.decode()
+
+        code, body = await get(f"token {token_of('alice')}")
+        assert code == 403 and "the metrics are for admins and for Prometheus with the scrape token" in body, body
+        code, body = await get("Bearer scrape-secret")
+        assert code == 200 and 'tenancy_quota{kind="max",node="root",resource="cpu"} 8.0' in body, body[:300]
+        assert (await get("Bearer scrape-wrong"))[0] == 403

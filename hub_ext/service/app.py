@@ -192,7 +192,21 @@ class TenancyService(Application):
              "more: at (20000, 20, 20), with 5,000 jobs queued, one took 0.67 s and stalled every submit "
              "meanwhile (0.13 s at the default here, for less collection time in all).").tag(config=True)
     groups_refresh_seconds = Float(5.0, help="How often hub groups (tenants) are read again.").tag(config=True)
-    authenticate_metrics = Bool(True, help="Whether /metrics needs a token like the API.").tag(config=True)
+    authenticate_metrics = Bool(
+        True, help="Whether /metrics needs a token: an admin's hub token or the scrape token (``metrics_token``). "
+                   "False opens it to anyone who can reach the service.").tag(config=True)
+    metrics_token = Unicode(
+        help="""
+        The token Prometheus sends to scrape ``/metrics`` (``Authorization: Bearer <token>``; in a
+        scrape config, ``authorization: {credentials: <token>}``), besides admins' hub tokens. Users'
+        tokens are refused there: the metrics name every namespace. Default: ``$TENANCY_METRICS_TOKEN``,
+        else none (admins' tokens only). Example: the output of ``openssl rand -hex 32``.
+        """,
+    ).tag(config=True)
+
+    @default("metrics_token")
+    def _metrics_token_default(self):
+        return os.environ.get("TENANCY_METRICS_TOKEN", "")
     history_interval_seconds = Float(
         15.0,
         help="""
@@ -481,6 +495,7 @@ class TenancyService(Application):
             controller=controller, hub=self.hub, hub_auth=hub_auth, metrics=self.metrics,
             history=self.history, page_prefix=prefix,
             openapi=load_openapi(OPENAPI), authenticate_metrics=self.authenticate_metrics,
+            metrics_token=self.metrics_token,
             cookie_secret=cookie_secret(self.cookie_secret, hub_token()), xsrf_cookies=False,
             service_name=self.service_name, max_body_bytes=self.max_body_bytes,
             fairness=FairShare(self.requests_per_user), streams=StreamSlots(self.max_event_streams_per_user),

@@ -7,8 +7,8 @@ JSON (``|tojson``, inert to the browser); the bundled script
 tables and plots from it and keeps them live from the event stream
 (``api/v1/events?samples=true``): no reloads, no timers of its own.
 
-Admins see everything; users see their teams' detail and the tree's shape
-(``history.visible``). The tree editor and the tenants page are for admins.
+Admins see everything; users see every team's totals, and the names of people and
+servers of their own teams only (``history.visible``, ``visibility.py``). The tree editor and the tenants page are for admins.
 The datasets page reads ``api/v1/datasets`` itself (a user gets their teams' datasets
 there), and admins change them through the same API.
 """
@@ -25,13 +25,14 @@ from tornado import web
 
 from ..quota.quantity import format_list
 from .handlers import identity_of, tenant_view
-from .history import since_argument, visible
+from .history import since_argument, team_names, visible
 from .hub import HubError
 from .pages import render
 from .provider_groups import unmapped
 from .security import PAGE_POLICY, SecureHeaders
 from .store import EventRow
 from .tree_edit import audit_trail, evictions_log
+from .visibility import evictions_seen
 
 PAGES = (  # (path under the prefix, title, admins only)
     ("", "Cluster", False),
@@ -161,7 +162,8 @@ class QuotaPage(PageHandler):
         who = await self.who()
         c = self.controller
         self.show("quota.html", who, {"snapshot": await self.live(who), "history": self.history(who),
-                                      "evictions": evictions_log(c.store, who.namespaces()),
+                                      "evictions": evictions_seen(evictions_log(c.store, who.namespaces()), who,
+                                                                  team_names(c)),
                                       "warnings": list(c.engine.warnings)})
 
 

@@ -10,6 +10,7 @@ namespaces of their groups; admins (hub admins, members of a tenant with
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 
 import yaml
@@ -480,11 +481,28 @@ class EventsHandler(APIHandler):
 
 
 class MetricsHandler(APIHandler):
+    """Prometheus's scrape: for admins (their hub token) or Prometheus with the scrape token
+    (``TenancyService.metrics_token``, sent as ``Authorization: Bearer ...`` or ``token ...``); open to all only with
+    ``authenticate_metrics = False``. A user's token is refused: the figures are every team's and
+    every namespace's, which the pages show a user only as totals per team."""
+
     async def prepare(self):
-        if self.settings.get("authenticate_metrics", True):
-            await super().prepare()
-        else:
+        if not self.settings.get("authenticate_metrics", True) or self._scrape_token():
             self._body, self._body_size = [], 0
+            return
+        await super().prepare()
+        if self._finished:  # sent to the hub's login
+            return
+        if not self.identity.admin:
+            raise web.HTTPError(403, "the metrics are for admins and for Prometheus with the scrape token "
+                                     "(TenancyService.metrics_token); ask an admin, or see your teams on the pages")
+
+    def _scrape_token(self) -> bool:
+        wanted = self.settings.get("metrics_token") or ""
+        kind, _, sent = self.request.headers.get("Authorization", "").partition(" ")
+        # "Bearer" is Prometheus's default scheme; "token" the hub's, as the other clients send it.
+        return bool(wanted) and kind.lower() in ("bearer", "token") and hmac.compare_digest(sent.strip().encode(),
+                                                                                           wanted.encode())
 
     async def get(self):
         history = self.settings.get("history")

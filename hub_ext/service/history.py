@@ -10,9 +10,9 @@ stream (``{"type": "sample"}`` messages) whenever it changed, so a laptop needs
 no Prometheus and the pages never reload.
 
 Amounts are in base units (cores, bytes, devices). Who sees what: admins see
-everything; a user sees the totals, the tree's shape (every node's min and
-max) and the detail of their own teams only; other teams are summed as
-``"other teams"`` and their quota usage is left out (``visible``).
+everything; a user sees every team's totals and the whole tree's use (they name
+no person and no server); namespaces of no team are summed as ``"other
+teams"`` (``visible``).
 """
 
 from __future__ import annotations
@@ -126,6 +126,7 @@ class _snapshot:
             "nodes": nodes,
             "quota": quota_figures(controller),
             "jobs": jobs,
+            "teamGroups": sorted(set(teams.values())),  # who is a team (``visible``: the rest is summed)
         }
 
 
@@ -164,16 +165,22 @@ def quota_figures(controller) -> dict:
 
 
 def visible(snap: dict, identity) -> dict:
-    """``snap`` as ``identity`` may see it: everything for admins; for a user, their teams' detail only."""
+    """``snap`` as ``identity`` may see it: the one rule of every page, ``/tree`` and the event stream.
+
+    Admins see everything. A user sees every team's totals (allocated, quota used, borrowed and
+    lent, jobs queued and running), which name no person and no server, so everyone can see what
+    binds; namespaces that are no team's (a person's own, say) are summed as ``"other teams"``.
+    Who runs what stays with the team (``visibility.py`` keeps names out of the reclaim table)."""
     if identity.admin:
         return snap
-    mine = {t.group for t in identity.tenants if t.usable} | {t.namespace for t in identity.tenants if t.usable}
-    leaves = {t.leaf for t in identity.tenants if t.usable and t.leaf}
+    quota = snap.get("quota") or {}
+    known = set(snap.get("teamGroups") or []) | {q.get("team") for q in quota.values() if q.get("team")}
+    known |= {t.group for t in identity.tenants if t.usable} | {t.namespace for t in identity.tenants if t.usable}
 
     def fold(per_team: dict) -> dict:
         out, others = {}, {}
         for team, amounts in per_team.items():
-            if team in mine:
+            if team in known:
                 out[team] = amounts
             else:
                 _add(others, amounts)
@@ -181,23 +188,12 @@ def visible(snap: dict, identity) -> dict:
             out[OTHERS] = others
         return out
 
-    quota = snap.get("quota") or {}
-    on_path = set()
-    for leaf in leaves:
-        name = leaf
-        while name:
-            on_path.add(name)
-            name = (quota.get(name) or {}).get("parent")
     out = dict(snap)
     out["teams"] = fold(snap.get("teams") or {})
     out["nodes"] = {name: {**node, "teams": fold(node.get("teams") or {})} for name, node in (snap.get("nodes") or {}).items()}
-    out["quota"] = {
-        name: q if name in on_path else {**q, "team": None, "used": None, "borrowed": None, "lent": None}
-        for name, q in quota.items()
-    }
     jobs, others = {}, {"queued": 0, "running": 0}
     for team, count in (snap.get("jobs") or {}).items():
-        if team in mine:
+        if team in known:
             jobs[team] = count
         else:
             others = {k: others[k] + count.get(k, 0) for k in others}

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
-from browser import browser, logged_in, shot  # noqa: F401 - the fixture
+from browser import SHOTS, browser, logged_in, shot  # noqa: F401 - the fixture
 from demo_hub import ROOT, leaf_used, svc, token
 from waiting import wait_for
 
@@ -77,9 +78,16 @@ def test_cluster_dashboard_plots_history_by_team_and_updates_live(hub, story, br
     assert page.title() == "Cluster · Tenancy"
     cpu = page.inner_text(".card[data-resource=cpu]")
     assert "40 of 56" in cpu and "71% allocated" in cpu, cpu
+    # what binds (issue 22): the tree's ceiling beside the nodes' capacity
+    assert "The quota root allows at most 40, all in use: new work waits for quota, not for nodes." in cpu, cpu
+    assert "The quota root allows at most 40 GiB; 36 GiB of it left." in page.inner_text(".card[data-resource=memory]")
     teams = page.locator("#teams tbody th").all_inner_texts()
     assert teams == ["team-a", "team-b", "team-c"], teams
     assert page.locator("#charts canvas").count() == 3  # CPU, memory, GPU
+    # the time axes end now (the service's clock), not at a rounder tick minutes ahead
+    now = time.time()
+    end = float(page.get_attribute("#chart-cpu", "data-axis-end") or 0)
+    assert now - 10 <= end <= now + 1, (end, now)
     assert page.evaluate("document.querySelector('#chart-cpu').width") > 200
     page.evaluate("window.notReloaded = true")
     before = page.inner_text(".card[data-resource=cpu] .sub")
@@ -137,18 +145,39 @@ def test_quota_dashboard_highlights_borrowing_and_lists_the_reclaim(hub, story, 
     assert "reclaim" in page.inner_text("#evictions") and "team-c/carol-train" in page.inner_text("#evictions")
     shot(page, "pages-quota")
     page.context.close()
-    # bob: his team's detail, the tree's shape, the others folded away
+    # bob: one rule for other teams everywhere (issue 22): every team's totals, as /tree gives them,
+    # but no other team's people or servers (carol's job is "team-c" in his reclaim table)
     page = logged_in(browser, hub, "bob", **NARROW)
     open_page(page, hub, "quota")
     assert page.locator("#quota tr[data-node='root.a.2'] td").nth(3).inner_text() != "·"
-    assert page.locator("#quota tr[data-node='root.b.1'] td").nth(3).inner_text() == "·"
+    c_used = page.locator("#quota tr[data-node='root.b.1'][data-resource=cpu] td").nth(3).inner_text()
+    assert c_used.split(" ")[0] == svc(hub, "bob", "GET", "/tree")[1]["quota"]["root.b.1"]["used"]["cpu"], c_used
+    mine = page.inner_text("#evictions")
+    assert "reclaim" in mine and "team-c" in mine and "carol" not in mine, mine
     assert page.locator("a", has_text="Quota tree editor").count() == 0
     shot(page, "pages-quota-user-narrow")
     open_page(page, hub, "")
-    assert page.locator("#teams tbody th").all_inner_texts() == ["team-b", "other teams"]
+    assert page.locator("#teams tbody th").all_inner_texts() == ["team-a", "team-b", "team-c"]
     shot(page, "pages-cluster-user-narrow")
+    # the Jobs page's tiles and its chart count the same jobs (every team's, as the chart does)
+    open_page(page, hub, "jobs")
+    label = page.get_attribute("#jobs-chart", "aria-label")
+    running = page.inner_text(".card[data-count=running] .big")
+    assert label.endswith(f"queued, {running} running"), (label, running)
+    assert page.inner_text(".card[data-count=queued] .big") + " queued" in label, label
+    assert "yours" in page.inner_text(".card[data-count=running] .sub")
+    # /metrics names every namespace: admins and Prometheus's scrape token only
+    r = hub.request("GET", "/services/tenancy/metrics", token=token(hub, "bob"))
+    assert r.status_code == 403 and "for admins" in r.text, r.text
     r = page.goto(hub.url(PAGES + "tree"))
     assert r.status == 403 and "for admins" in page.inner_text("body")
+    page.context.close()
+    # carol reclaimed from team-b: she sees that team-b's training job was stopped, not whose or which
+    page = logged_in(browser, hub, "carol")
+    open_page(page, hub, "quota")
+    theirs = page.inner_text("#evictions")
+    assert "a training job of team-b" in theirs and "bob" not in theirs and "carol-train" in theirs, theirs
+    shot(page, "pages-quota-reclaims-user")
     page.context.close()
 
 
@@ -206,6 +235,12 @@ def test_tree_editor_previews_victims_and_a_lowered_max_and_changes_nothing_unti
     shot(page, "pages-tree-applied")
     page.set_viewport_size(NARROW)
     shot(page, "pages-tree-narrow")
+    # the Quota page badges what is over its lowered max, not only "borrowing"
+    page.set_viewport_size({"width": 1280, "height": 800})
+    open_page(page, hub, "quota")
+    a2 = page.locator("#quota tr[data-node='root.a.2'][data-resource=cpu]")
+    assert a2.get_attribute("class") == "over-max" and "over its max by 5" in a2.inner_text(), a2.inner_text()
+    shot(page, "pages-quota-over-max")
     page.context.close()
 
 
@@ -394,4 +429,41 @@ def test_cancel_from_the_jobs_page_and_the_job_page_asks_first_and_works_with_th
     page.locator(f"#jobs tr[data-id='{third['id']}'] button.cancel").click()
     page.locator("dialog#confirm[open] button.confirm").click()
     wait_for(lambda: state(hub, third["id"])["state"] == "Cancelled", "the job cancelled after the reload", timeout=20)
+    page.context.close()
+
+
+REACH = """sel => {
+  // every column of the table can be brought into view: the page itself does not overflow sideways
+  // (what overflows is cut off on a phone), and the table's own box scrolls to each header cell
+  const out = [];
+  for (const th of document.querySelectorAll(sel + ' thead th')) {
+    th.scrollIntoView({ inline: 'center', block: 'nearest' });
+    const r = th.getBoundingClientRect();
+    if (r.width < 8 || r.left < -1 || r.right > window.innerWidth + 1) out.push(th.textContent + ' ' + Math.round(r.left) + '..' + Math.round(r.right));
+  }
+  return { page: document.documentElement.scrollWidth, unreachable: out };
+}"""
+
+
+def test_at_420_px_every_column_of_the_dashboards_stays_reachable(hub, story, browser):
+    page = logged_in(browser, hub, "admin", width=420, height=900)
+    for path, tables in (("quota", ("#quota", "#evictions")), ("", ("#teams",)), ("jobs", ("#jobs",)), ("nodes", ())):
+        open_page(page, hub, path)
+        for table in tables:
+            got = page.evaluate(REACH, table)
+            assert got["page"] <= 420 and not got["unreachable"], (path, table, got)
+        if path == "quota":  # scrolled to its last column, each row still says whose and which node it is
+            box = page.locator("#quota").locator("xpath=..")
+            box.evaluate("b => { b.scrollLeft = b.scrollWidth; }")
+            row = page.locator("#quota tr[data-node='root.a.2'][data-resource=cpu]")
+            edge = box.bounding_box()
+            for i in (0, 1, 8):  # team, quota node, use
+                cell = row.locator("td").nth(i).bounding_box()
+                assert edge["x"] - 1 <= cell["x"] and cell["x"] + cell["width"] <= edge["x"] + edge["width"] + 1, (i, cell, edge)
+            team, node = (row.locator("td").nth(i).bounding_box() for i in (0, 1))
+            assert abs(team["x"] + team["width"] - node["x"]) <= 1, (team, node)  # nothing shows between them
+            box.screenshot(path=str(SHOTS / "pages-quota-420-scrolled.png"))  # the table's box, scrolled
+            box.evaluate("b => { b.scrollLeft = 0; }")
+        page.evaluate("window.scrollTo(0, 0)")
+        shot(page, f"pages-{path or 'cluster'}-420")
     page.context.close()

@@ -26,13 +26,20 @@ export function jobs(data, live) {
     return [...byId.values()].sort((a, b) => b.created - a.created || (a.id < b.id ? 1 : -1));
   }
 
+  // Queued and running as the chart's latest point (the same sample), so tile and chart agree; a user's
+  // sample holds every team's totals (the pages' one rule), their own list only their own work.
+  const total = (s, k) => Object.values((s && s.jobs) || {}).reduce((a, c) => a + (c[k] || 0), 0);
+
   function counts(list) {
     const training = list.filter(w => w.kind === 'training');
     const n = s => training.filter(w => s.includes(w.state)).length;
     const cannot = training.filter(w => w.state === 'Pending' && w.reason === 'inadmissible').length;
+    const latest = history[history.length - 1];
+    const scope = data.admin ? '' : ' in all teams';
     const cards = [
-      ['queued', n(['Pending']) - cannot, cannot ? `${cannot} more cannot start as asked` : 'waiting for room'],
-      ['running', n(['Running']), 'admitted and running'],
+      ['queued', total(latest, 'queued'), (cannot ? `${cannot} of them cannot start as asked` : 'waiting for room') + scope
+        + (data.admin ? '' : `; ${n(['Pending'])} yours`)],
+      ['running', total(latest, 'running'), `admitted and running${scope}` + (data.admin ? '' : `; ${n(['Running'])} yours`)],
       ['finished', n(['Succeeded']), 'ended well'],
       ['ended otherwise', n(['Failed', 'Cancelled', 'Rejected', 'Preempted', 'Quarantined']), 'failed, cancelled or refused']
     ];
@@ -60,7 +67,10 @@ export function jobs(data, live) {
   }
 
   function overTime() {
-    const sum = (s, k) => Object.values(s.jobs || {}).reduce((a, c) => a + (c[k] || 0), 0);
+    const sum = total;
+    const latest = history[history.length - 1];
+    document.getElementById('jobs-chart').setAttribute('aria-label', 'Training jobs queued and running over time: now '
+      + `${total(latest, 'queued')} queued, ${total(latest, 'running')} running`);
     const sets = [
       line('queued', history.map(s => ({ x: s.time, y: sum(s, 'queued') })), '#e8833a'),
       line('running', history.map(s => ({ x: s.time, y: sum(s, 'running') })), '#1a7f37')
@@ -113,5 +123,6 @@ export function jobs(data, live) {
   live.on('sample', sample => {
     appendSample(history, sample);
     overTime();
+    counts(all());
   });
 }

@@ -38,7 +38,8 @@ export function quota(data, live) {
         const borrowed = q.borrowed ? q.borrowed[r] || 0 : 0;
         const lent = q.lent ? q.lent[r] || 0 : 0;
         const atMax = used !== null && max !== undefined && used >= max;
-        const state = atMax ? 'at-max' : borrowed > 0 ? 'borrowing' : '';
+        const over = atMax && used > max ? used - max : 0; // e.g. its max lowered under running work
+        const state = over ? 'over-max' : atMax ? 'at-max' : borrowed > 0 ? 'borrowing' : '';
         const top = Math.max(max || 0, used || 0, min, 1e-9);
         const bar = h('div', { class: 'bar', title: used === null ? 'not your team' : `${amount(r, used)} used` });
         if (used !== null) {
@@ -58,12 +59,17 @@ export function quota(data, live) {
           h('td', { class: 'num' }, used === null ? '·' : amount(r, used)),
           h('td', { class: 'num' }, amount(r, min)),
           h('td', { class: 'num' }, max === undefined ? 'no ceiling' : amount(r, max)),
-          h('td', {}, borrowed > 0 ? h('span', { class: 'tag borrowing' }, `borrowing ${amount(r, borrowed)}`) : atMax ? h('span', { class: 'tag at-max' }, 'at ceiling') : ''),
+          h('td', {}, over ? h('span', { class: 'tag over-max' }, `over its max by ${amount(r, over)}`) : '',
+            borrowed > 0 ? h('span', { class: 'tag borrowing' }, `borrowing ${amount(r, borrowed)}`) : atMax && !over ? h('span', { class: 'tag at-max' }, 'at ceiling') : ''),
           h('td', {}, lent > 0 ? h('span', { class: 'tag lending' }, `lending ${amount(r, lent)}`) : ''),
           h('td', { class: 'barcol' }, bar)));
       }
     }
-    rows(document.getElementById('quota'), out.length ? out : [h('tr', {}, h('td', { colspan: 9 }, 'There is no quota tree: every namespace is on its own, bounded only by the cluster and its ResourceQuota.'))]);
+    const el = document.getElementById('quota');
+    rows(el, out.length ? out : [h('tr', {}, h('td', { colspan: 9 }, 'There is no quota tree: every namespace is on its own, bounded only by the cluster and its ResourceQuota.'))]);
+    // the quota-node column sticks right after the team column (pages.css): exactly its width, no gap
+    const first = el.querySelector('thead th');
+    if (first) el.style.setProperty('--sticky-left', `${first.getBoundingClientRect().width}px`);
   }
 
   function plots() {
@@ -97,7 +103,8 @@ export function quota(data, live) {
   function evictions(list) {
     rows(document.getElementById('evictions'), list.length ? list.map(e => h('tr', {},
       h('td', {}, when(e.time)), h('td', {}, e.kind === 'reclaimed' ? 'reclaim' : 'preemption'),
-      h('td', {}, `${e.victim.team || e.victim.namespace}: ${e.victim.user}'s ${e.victim.kind} ${e.victim.name}`),
+      // another team's victim comes without its person and server (the service's rule): its kind and team
+      h('td', {}, e.victim.said || `${e.victim.team || e.victim.namespace}: ${e.victim.user}'s ${e.victim.kind} ${e.victim.name}`),
       h('td', {}, e.preemptor), h('td', {}, sentence(e.message))))
       : [h('tr', {}, h('td', { colspan: 5 }, 'Nobody has been stopped to make room.'))]);
   }
