@@ -53,8 +53,10 @@ PREFIX = "/services/tenancy/"
 #: beside the suite) where the process is not scheduled for tens of ms at times. Measured on such a
 #: machine (load 5) with 10,000 queued, before issue 21: POST /room with 50 profiles 89 s, a dry run
 #: 2.2 s, the pages 0.4-0.6 s, /metrics 0.4 s; after: 0.1-0.5 s for the lists (/me, /workloads, the
-#: jobs page) and /metrics, 0.05 s or less for most of the rest.
-BOUND = 1.0
+#: jobs page) and /metrics, 0.05 s or less for most of the rest. Beside the whole suite and four other
+#: test runs (load 11) GET /workloads?limit=500 held it 1.6 s once: the bound catches what held it for
+#: seconds to minutes (/room, the dry run), not the figures, which are the benchmark's to report.
+BOUND = 5.0
 GROUPS = [
     {"name": "team-a", "users": ["alice", "carol"], "properties": {"tenancy.namespace": "team-a"}},
     {"name": "team-b", "users": ["bob", "dave"], "properties": {"tenancy.namespace": "team-b"}},
