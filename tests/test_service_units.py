@@ -167,3 +167,40 @@ def test_node_events_change_capacity_at_once_and_heartbeats_change_nothing(tmp_p
     k8s.cluster_nodes.event("MODIFIED", node("n2", beat="59"))  # untainted
     assert capacity() == {"n2": (4000, True)}
     assert "nodes" not in controller.health.problems
+
+
+def test_a_team_keeps_its_last_good_properties_while_new_ones_are_wrong_and_admins_are_told(tmp_path):
+    from hub_ext.backends.local import LocalBackend
+    from hub_ext.service.controller import Controller, Identity
+    from hub_ext.service.store import Store
+
+    classes = ["low-priority-dev", "high-priority-research", "critical-prod"]
+    c = Controller(store=Store(f"sqlite:///{tmp_path}/t.sqlite"), tree=TREE, backend=LocalBackend(
+        nodes_config=[{"name": "n1", "allocatable": {"cpu": "8"}}], data_dir=str(tmp_path / "data")))
+    c.set_tenants(tenants_from_groups([group("team-a", ["carol"], namespace="team-a", priority_classes="critical-prod")],
+                                      TREE, classes))
+    assert "group-properties" not in c.health.problems
+    # An admin misspells the class in the hub's admin panel; dan joins meanwhile.
+    c.set_tenants(tenants_from_groups([group("team-a", ["carol", "dan"], namespace="team-a",
+                                             priority_classes="critcal-prod"),
+                                       group("team-x", namespace="team-x", quota_leaf="nope")], TREE, classes))
+    team = next(t for t in c.tenants if t.group == "team-a")
+    assert team.usable and team.priority_classes == ["critical-prod"] and team.members == ["carol", "dan"]
+    data = team.to_dict()
+    assert data["keptLastGood"] and data["rejected"] == ["property tenancy.priority-classes: no PriorityClass named "
+                                                         "critcal-prod"]
+    assert data["rejectedFixes"][0].startswith("In the hub's admin panel (Groups, team-a), list only existing classes")
+    problem = c.health.problems["group-properties"]
+    assert not problem.blocking and c.health.status == "degraded"
+    assert problem.message.startswith(
+        "group team-a: property tenancy.priority-classes: no PriorityClass named critcal-prod; its members keep "
+        "its last good properties until this is fixed. In the hub's admin panel (Groups, team-a), list only existing "
+        "classes in tenancy.priority-classes (critical-prod, high-priority-research, low-priority-dev).")
+    assert "group team-x cannot be used: property tenancy.quota-leaf: 'nope' is not a node" in problem.message
+    dan = Identity(name="dan", tenants=[t for t in c.tenants if "dan" in t.members])
+    row = c.submit(dan, {"command": ["true"], "priorityClassName": "critical-prod"})  # members keep working
+    assert row.namespace == "team-a"
+    c.set_tenants(tenants_from_groups([group("team-a", ["carol", "dan"], namespace="team-a",
+                                             priority_classes="critical-prod")], TREE, classes))
+    assert "group-properties" not in c.health.problems
+    assert not next(t for t in c.tenants if t.group == "team-a").to_dict()["keptLastGood"]

@@ -10,7 +10,7 @@ from ..quota.namespace import Namespace
 from ..quota.priorityclass import PriorityClass
 from ..quota.resourcequota import ResourceQuota
 from ..quota.tree import ElasticQuotaTree
-from ..tenants import Tenant, tree_with_tenants
+from ..tenants import Tenant, keep_last_good, tree_with_tenants
 from .tree_edit import explain_preview
 
 
@@ -18,9 +18,15 @@ class Policy:
     def __init__(self, controller):
         self.c = controller
         self.engine = controller.engine  # never replaced
+        # group -> its tenant as last read with good properties: kept while new ones are wrong
+        self.last_good: dict[str, Tenant] = {}
 
     def set_tenants(self, tenants: list[Tenant]) -> None:
         c = self.c
+        tenants = keep_last_good(tenants, self.last_good, c.base_tree)
+        self.last_good = {t.group: t for t in tenants if t.usable}  # groups gone are forgotten
+        problems = [p for t in tenants for p in t.problems()]
+        c.health.set("group-properties", " | ".join(problems) if problems else None, blocking=False)
         old = {(t.namespace, t.leaf) for t in c.tenants if t.usable}
         c.tenants = tenants
         c.backend.tenants_changed(tenants)
