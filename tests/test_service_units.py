@@ -204,3 +204,27 @@ def test_a_team_keeps_its_last_good_properties_while_new_ones_are_wrong_and_admi
                                              priority_classes="critical-prod")], TREE, classes))
     assert "group-properties" not in c.health.problems
     assert not next(t for t in c.tenants if t.group == "team-a").to_dict()["keptLastGood"]
+
+
+def test_a_dry_run_names_whose_work_a_job_would_stop_and_the_lower_priority_that_waits_instead(tmp_path):
+    from hub_ext.backends.local import LocalBackend
+    from hub_ext.service.controller import Controller, Identity
+    from hub_ext.service.store import Store
+
+    c = Controller(store=Store(f"sqlite:///{tmp_path}/t.sqlite"), tree=TREE, backend=LocalBackend(
+        nodes_config=[{"name": "n1", "allocatable": {"cpu": "16", "memory": "64Gi"}}], data_dir=str(tmp_path / "data")))
+    c.set_tenants(tenants_from_groups([group("team-a", ["alice", "carol"], namespace="team-a")], TREE,
+                                      ["low-priority-dev", "high-priority-research", "critical-prod"]))
+    alice, carol = (Identity(name=n, tenants=list(c.tenants)) for n in ("alice", "carol"))
+    c.submit(carol.as_spawner(), {"kind": "notebook", "profile": "large", "resources": {"requests": {"cpu": "4"}}})
+    c.submit(alice, {"command": ["sleep", "60"], "resources": {"requests": {"cpu": "4"}}})
+    c.tick()  # team-a at its max of 8
+    job = {"command": ["sleep", "60"], "name": "big", "resources": {"requests": {"cpu": "4"}}}
+    dry = c.preview_submit(alice, job)
+    [victim] = dry["evictions"]
+    assert (victim["who"], victim["user"], victim["kind"]) == ("carol's notebook (Large)", "carol", "notebook")
+    assert dry["lowerPriority"] == {"priorityClassName": "low-priority-dev", "state": "Pending", "reason": "quota-max",
+                                    "message": "quota a is at its max for cpu: needs 4, uses 8 of 8",
+                                    "position": 1, "leafPosition": 1}
+    assert c.preview_submit(alice, {**job, "priorityClassName": "low-priority-dev"})["lowerPriority"] is None
+    assert len(c.rows) == 2  # nothing stored
