@@ -228,3 +228,67 @@ def test_a_dry_run_names_whose_work_a_job_would_stop_and_the_lower_priority_that
                                     "position": 1, "leafPosition": 1}
     assert c.preview_submit(alice, {**job, "priorityClassName": "low-priority-dev"})["lowerPriority"] is None
     assert len(c.rows) == 2  # nothing stored
+
+
+class _Service:
+    """The service's answers a client reads (the dry run's shape from the test above); records submissions."""
+
+    def __init__(self, dry):
+        self.dry, self.submitted = dry, []
+
+    def dry_run(self, **body):
+        return self.dry if body.get("priorityClassName") != "low-priority-dev" else {"evictions": []}
+
+    def submit(self, **body):
+        self.submitted.append(body)
+        return {"id": "j1", "name": "big", "state": "Pending", **body}
+
+    def me(self):
+        return {"name": "alice"}
+
+
+DRY = {"evictions": [
+    {"kind": "notebook", "name": "nb-alice", "user": "alice", "serverName": "", "who": "alice's notebook (Small)"},
+    {"kind": "notebook", "name": "nb-carol", "user": "carol", "serverName": "", "who": "carol's notebook (Large)"},
+    {"kind": "training", "name": "train-1", "user": "bob", "who": "bob's job train-1"},
+    {"kind": "training", "name": "train-1", "user": "bob", "who": "bob's job train-1"}],  # a gang: one job
+    "lowerPriority": {"priorityClassName": "low-priority-dev", "state": "Pending", "reason": "quota-max",
+                      "message": "quota a is at its max for cpu: needs 4, uses 8 of 8", "position": 2,
+                      "leafPosition": 1}}
+
+
+def test_a_job_that_would_stop_anybodys_work_says_whose_and_offers_the_lower_priority(monkeypatch):
+    from hub_ext.client.api import TenancyError, submit_training
+
+    monkeypatch.setenv("JUPYTERHUB_USER", "alice")
+    service = _Service(DRY)
+    with pytest.raises(TenancyError) as err:
+        submit_training(["sleep", "60"], cpu=4, client=service, show=False)
+    assert str(err.value) == (
+        "This job would stop your default server (nb-alice) and carol's notebook (Large) and bob's job train-1 to "
+        "make room, and unsaved work there would be lost. Submit it again with --yes (yes=True in Python) to go "
+        "ahead anyway, or with --wait-instead (wait_instead=True) to submit it at low-priority-dev, where it stops "
+        "nobody and it would wait (position 2 in the queue): quota a is at its max for cpu: needs 4, uses 8 of 8.")
+    assert service.submitted == []
+    submit_training(["sleep", "60"], cpu=4, client=service, show=False, wait_instead=True)
+    assert service.submitted[-1]["priorityClassName"] == "low-priority-dev"
+    asked = []
+    submit_training(["sleep", "60"], cpu=4, client=service, show=False,
+                    ask=lambda whose, lower: asked.append((whose, lower["priorityClassName"])) or "yes")
+    assert service.submitted[-1]["priorityClassName"] is None and asked[0][1] == "low-priority-dev"
+    with pytest.raises(TenancyError, match="Not submitted: nobody's work was stopped."):
+        submit_training(["sleep", "60"], cpu=4, client=service, show=False, ask=lambda whose, lower: "no")
+    assert len(service.submitted) == 2
+
+
+def test_tenancy_submit_asks_at_a_terminal(monkeypatch, capsys):
+    from hub_ext.cli import _ask_before_stopping
+
+    monkeypatch.setattr("builtins.input", lambda prompt: print(prompt, end="") or "w")
+    assert _ask_before_stopping("carol's notebook (Large)", DRY["lowerPriority"]) == "lower"
+    seen = capsys.readouterr()
+    assert seen.err == "This job would stop carol's notebook (Large) to make room, and unsaved work there would be lost.\n"
+    assert seen.out == ("[y] go ahead, [w] submit at low-priority-dev instead (it stops nobody and would wait, "
+                        "position 2 in the queue), [n] do not submit: ")
+    monkeypatch.setattr("builtins.input", lambda prompt: "w")
+    assert _ask_before_stopping("carol's notebook (Large)", None) == "no"  # nothing lower to wait at
