@@ -532,3 +532,14 @@ def test_a_reclaim_is_withdrawn_when_the_borrowers_sibling_ends():
     [(victims, preemptor)] = eng.needless_evictions()
     assert eng.withdraw_eviction(victims, preemptor, 11) == [mine]
     assert eng.quota.nodes["root"].used["cpu"] == 8000 and eng.quota.nodes["root"].leaving["cpu"] == 0
+
+
+def test_an_eviction_is_needless_once_its_preemptor_is_queued_again_elsewhere():
+    eng = engine(None, {"n1": {"cpu": 4}, "n2": {"cpu": 2}})
+    low = run_all(eng, [P("x/low", 4, pc=LOW), P("x/other", 2, pc=LOW)])["x/low"]
+    crit = submit(eng, P("y/crit", 4, pc=CRIT), 10)
+    [ev] = eng.schedule(10).evictions
+    assert ev.victim is low and crit.node == "n1"
+    assert eng.update_node("n1", {"cpu": 4000}, schedulable=False) == [crit]  # cordoned: it waits for another node
+    [(victims, preemptor)] = eng.needless_evictions()
+    assert victims == [low] and preemptor is None

@@ -72,16 +72,21 @@ async def test_the_warning_is_withdrawn_when_the_preemptor_is_cancelled(controll
     assert task.cancelled()  # the server is never stopped
     view = controller.view(bob2, events=True)
     assert view["state"] == "Running" and "evictionDeadline" not in view
+    assert view["evictionWithdrawn"]["message"] == withdrawn_sentence()
     assert view["pods"][0]["phase"] == "Running" and view["reason"] is None
     withdrawn = [e for e in view["events"] if e["type"] == "eviction-withdrawn"]
-    assert [e["message"] for e in withdrawn] == [
-        "The warning is withdrawn: the work that needed its room no longer waits for it; "
-        "bob's notebook 'two' (Large) is not stopped: it keeps running."]
+    assert [e["message"] for e in withdrawn] == [withdrawn_sentence()]
     assert controller.engine.quota.nodes["b"].used["cpu"] == 8000  # counted as running again
     again = notebook(controller, "carol", "", 4)  # and reclaimed like any borrower, if needed again
     controller.tick()
     await asyncio.sleep(0)
     assert bob2.id in controller.evicting and again.state == "Pending"
+    assert "evictionWithdrawn" not in controller.view(bob2)  # warned again: the new countdown, not the old words
+
+
+def withdrawn_sentence():
+    return ("The warning is withdrawn: the work that needed its room no longer waits for it; "
+            "bob's notebook 'two' (Large) is not stopped: it keeps running.")
 
 
 @pytest.mark.asyncio

@@ -336,6 +336,7 @@ class Admission:
         row.finished = now
         self.rows.pop(row.id, None)
         c.evicting.pop(row.id, None)
+        c.withdrawn.pop(row.id, None)
         c.datasets.forget(row.id)
         self.store.commit()
         c.viewer.notify([row.id])

@@ -81,6 +81,8 @@ class Controller:
         # notebook workload id -> {"deadline", "message", "task"} while it is being evicted: the page counts
         # down; "task" is the backend's eviction, cancelled if the eviction is withdrawn in its warning
         self.evicting: dict[str, dict] = {}
+        # notebook workload id -> {"time", "message"}: its last eviction was withdrawn (the countdown says so)
+        self.withdrawn: dict[str, dict] = {}
         self.books = Books(self)
         self.datasets = Datasets(self)
         self.loop = Loop(self)

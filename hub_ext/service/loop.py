@@ -209,6 +209,7 @@ class Loop:
         if c.metrics is not None:
             c.metrics.evicted(victim)
         if row.kind == NOTEBOOK:  # its server stops after the backend's warning window, else the grace period
+            c.withdrawn.pop(row.id, None)
             warn = c.backend.notebook_warning_seconds
             c.evicting[row.id] = {"deadline": now + max(0.0, warn) if warn is not None else ev.deadline,
                                   "message": victim.reason.message}

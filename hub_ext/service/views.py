@@ -78,6 +78,9 @@ class Views:
         evicting = c.evicting.get(row.id) if row.state not in FINAL else None
         if evicting is not None:
             out["evictionDeadline"], out["evictionMessage"] = evicting["deadline"], evicting["message"]
+        withdrawn = c.withdrawn.get(row.id) if row.state not in FINAL else None
+        if withdrawn is not None:  # the countdown that stopped says why
+            out["evictionWithdrawn"] = withdrawn
         if events:
             out["events"] = [{"time": e.time, "type": e.type, "message": e.message, **({"details": e.details} if e.details else {})}
                              for e in self.store.events(row.id)]

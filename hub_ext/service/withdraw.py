@@ -39,7 +39,9 @@ class Withdrawals:
                 entry["task"].cancel()
             started = engine.withdraw_eviction(victims, preemptor, now)
             for row in {r.id: r for r in rows}.values():
-                c.store.record(now, "eviction-withdrawn", self._why(row, preemptor), row.id)
+                why = self._why(row, preemptor)
+                c.store.record(now, "eviction-withdrawn", why, row.id)
+                c.withdrawn[row.id] = {"time": now, "message": why}
                 touched.add(row.id)
             for pod in victims:
                 c.books.sync_pod(pod)
