@@ -27,8 +27,8 @@ class Withdrawals:
         """Take back every needless eviction that can be; returns the workloads touched."""
         c = self.c
         engine = c.engine
-        if not engine.cluster.leaving_nodes:
-            return set()
+        if not engine.cluster.leaving_nodes or c.backend.notebook_warning_seconds is None:
+            return set()  # nothing terminates, or no eviction waits out a warning: none can be taken back
         touched: set[str] = set()
         for victims, preemptor in engine.needless_evictions():
             rows = [self._row(v) for v in victims]
