@@ -204,6 +204,13 @@ def test_a_team_keeps_its_last_good_properties_while_new_ones_are_wrong_and_admi
                                              priority_classes="critical-prod")], TREE, classes))
     assert "group-properties" not in c.health.problems
     assert not next(t for t in c.tenants if t.group == "team-a").to_dict()["keptLastGood"]
+    # A restart after the typo: the store kept the last good properties.
+    again = Controller(store=Store(f"sqlite:///{tmp_path}/t.sqlite"), tree=TREE, backend=LocalBackend(
+        nodes_config=[{"name": "n1", "allocatable": {"cpu": "8"}}], data_dir=str(tmp_path / "data")))
+    again.set_tenants(tenants_from_groups([group("team-a", ["carol"], namespace="team-a", priority_classes="critcal-prod")],
+                                          TREE, classes))
+    [team] = again.tenants
+    assert team.usable and team.priority_classes == ["critical-prod"] and team.rejected and team.members == ["carol"]
 
 
 def test_a_dry_run_names_whose_work_a_job_would_stop_and_the_lower_priority_that_waits_instead(tmp_path):
