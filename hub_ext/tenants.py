@@ -12,11 +12,13 @@ Group properties are flat string keys, so the stock admin panel edits them:
 A group is a tenant when it sets ``tenancy.namespace`` or ``tenancy.quota-leaf``.
 A tenant whose properties are wrong (unknown leaf, a namespace that hangs on
 another leaf, ...) is listed with its errors, and for each what to do, for the
-admin, and cannot be used; nothing crashes. A team that had good properties before
-keeps them while its new ones are wrong (``keep_last_good``): one typo in the admin
-panel does not lock its members out; the new errors are listed as ``rejected``. A group that sets other
+admin, and cannot be used; nothing crashes. A group that sets other
 ``tenancy.*`` properties but neither of those two is listed the same way (a
 typo such as ``tenancy.quota_leaf`` would otherwise go unnoticed).
+
+A team that had good properties before keeps them while its new ones are wrong
+(``keep_last_good``; the service keeps them across restarts): one typo in the admin
+panel does not lock its members out; the new errors are listed as ``rejected``.
 """
 
 from __future__ import annotations
