@@ -195,9 +195,26 @@ def _submit(args) -> int:
     job = submit_training(command, script=script, cpu=args.cpu, memory=args.memory, gpu=args.gpu,
                           replicas=args.replicas, priority_class=args.priority_class, tenant=args.tenant,
                           name=args.name, wait=args.wait, yes=args.yes, show=False, gang=args.gang,
-                          datasets=args.data)
+                          datasets=args.data, wait_instead=args.wait_instead,
+                          ask=_ask_before_stopping if sys.stdin.isatty() and sys.stderr.isatty() else None)
     print(job.status())
     return 0 if job.state != "Failed" else 1
+
+
+def _ask_before_stopping(whose: str, lower: dict | None) -> str:
+    """At a terminal, ``tenancy submit`` asks before it stops anybody's work: go ahead, wait at the lower
+    priority the dry run offers, or give up."""
+    print(f"This job would stop {whose} to make room, and unsaved work there would be lost.", file=sys.stderr)
+    options = "[y] go ahead"
+    if lower:
+        where = f", position {lower['position']} in the queue" if lower.get("position") else ""
+        then = "start now" if lower.get("state") == "Running" else f"wait{where}"
+        options += f", [w] submit at {lower['priorityClassName']} instead (it stops nobody and would {then})"
+    try:
+        reply = input(f"{options}, [n] do not submit: ").strip().lower()
+    except EOFError:
+        reply = ""
+    return "yes" if reply in ("y", "yes") else "lower" if lower and reply in ("w", "wait") else "no"
 
 
 @_client_call
@@ -343,7 +360,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name")
     p.add_argument("--wait", action="store_true", help="wait until the job ends")
     p.add_argument("--yes", action="store_true",
-                   help="submit even if the job would stop one of your own notebook servers to make room")
+                   help="submit even if the job would stop anybody's work (your notebook servers, a colleague's "
+                        "notebook or job) to make room; at a terminal it asks first")
+    p.add_argument("--wait-instead", dest="wait_instead", action="store_true",
+                   help="if the job would stop anybody's work, submit it at the highest lower priority class at "
+                        "which it stops nobody (it waits instead)")
     p.add_argument("--data", action="append", metavar="NAME[:PATH]",
                    help="a dataset the job mounts (at PATH, else at its own mount path); repeat for several. The job "
                         "waits until each is ready. Without it: every dataset of the team that is ready")

@@ -15,12 +15,16 @@ another leaf, ...) is listed with its errors, and for each what to do, for the
 admin, and cannot be used; nothing crashes. A group that sets other
 ``tenancy.*`` properties but neither of those two is listed the same way (a
 typo such as ``tenancy.quota_leaf`` would otherwise go unnoticed).
+
+A team that had good properties before keeps them while its new ones are wrong
+(``keep_last_good``; the service keeps them across restarts): one typo in the admin
+panel does not lock its members out; the new errors are listed as ``rejected``.
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .quota.errors import ValidationError
 from .quota.meta import namespace_name
@@ -44,6 +48,9 @@ class Tenant:
     members: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     fixes: list[str] = field(default_factory=list)  # for each error, what an admin does about it
+    # Kept on its last good properties: the errors of the properties it has now, and their fixes.
+    rejected: list[str] = field(default_factory=list)
+    rejected_fixes: list[str] = field(default_factory=list)
 
     def fault(self, error: str, fix: str) -> None:
         self.errors.append(error)
@@ -58,7 +65,15 @@ class Tenant:
             "group": self.group, "namespace": self.namespace, "quotaLeaf": self.leaf, "role": self.role,
             "profiles": self.profiles, "priorityClasses": self.priority_classes, "members": self.members,
             "errors": self.errors, "fixes": self.fixes,
+            "keptLastGood": bool(self.rejected), "rejected": self.rejected, "rejectedFixes": self.rejected_fixes,
         }
+
+    def problems(self) -> list[str]:
+        """One sentence per wrong property, for admins (``/health``): the group, the property, the fix."""
+        if self.rejected:
+            return [f"group {self.group}: {err}; its members keep its last good properties until this is "
+                    f"fixed. {fix}" for err, fix in zip(self.rejected, self.rejected_fixes)]
+        return [f"group {self.group} cannot be used: {err}. {fix}" for err, fix in zip(self.errors, self.fixes)]
 
 
 def _csv(value: str) -> list[str]:
@@ -126,6 +141,29 @@ def tenants_from_groups(groups: list[dict], tree: ElasticQuotaTree | None, prior
                 leaf_owner[tenant.leaf] = name
             ns_owner[tenant.namespace] = name
         out.append(tenant)
+    return out
+
+
+def keep_last_good(tenants: list[Tenant], last_good: dict[str, Tenant], tree: ElasticQuotaTree | None) -> list[Tenant]:
+    """``tenants`` with each one whose properties are wrong now replaced by its group's ``last_good``
+    tenant (its members as they are now), the new errors in ``rejected``: one typo in the admin panel
+    must not lock a whole team out. Not when the last good namespace or leaf now belongs to another
+    team, or the leaf is no longer a leaf of ``tree``: then the group is unusable, as before."""
+    namespaces = {t.namespace for t in tenants if t.usable}
+    leaves = {t.leaf for t in tenants if t.usable and t.leaf}
+    out = []
+    for tenant in tenants:
+        good = last_good.get(tenant.group)
+        if tenant.usable or good is None or good.namespace in namespaces or (good.leaf and (
+                good.leaf in leaves or tree is None or good.leaf not in tree.nodes or not tree.nodes[good.leaf].is_leaf)):
+            out.append(tenant)
+            continue
+        namespaces.add(good.namespace)
+        if good.leaf:
+            leaves.add(good.leaf)
+        out.append(replace(good, members=list(tenant.members), profiles=list(good.profiles),
+                           priority_classes=list(good.priority_classes), errors=[], fixes=[],
+                           rejected=list(tenant.errors), rejected_fixes=list(tenant.fixes)))
     return out
 
 

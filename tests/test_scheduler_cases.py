@@ -487,3 +487,59 @@ def test_a_reclaimed_borrower_gets_at_most_the_reclaim_grace():
     submit(other, P("y/crit", 4, pc=CRIT), 10)
     [ev] = other.schedule(10).evictions
     assert ev.victim.reason.code == "preempted" and ev.deadline == 10 + 3600
+
+
+def test_an_eviction_whose_preemptor_is_cancelled_is_withdrawn():
+    eng = engine(None, {"n1": {"cpu": 4}})
+    low = run_all(eng, [P("x/low", 4, pc=LOW)])["x/low"]
+    crit = submit(eng, P("y/crit", 1, pc=CRIT), 10)
+    [ev] = eng.schedule(10).evictions
+    assert eng.needless_evictions() == []  # its preemptor still needs the room
+    eng.delete(crit.uid)  # cancelled inside the warning
+    [(victims, preemptor)] = eng.needless_evictions()
+    assert victims == [low] and preemptor is None
+    assert eng.withdraw_eviction(victims, preemptor, 12) == []
+    assert low.phase is Phase.RUNNING and low.reason is None and low.preempted_by is None
+    assert eng.cluster.nodes["n1"].leaving == {"cpu": 0} and not eng.cluster.leaving_nodes
+    assert eng.needless_evictions() == []
+    again = submit(eng, P("y/again", 1, pc=CRIT), 13)  # the victim is a victim again, like any running pod
+    [ev] = eng.schedule(13).evictions
+    assert ev.victim is low and again.nominated
+
+
+def test_an_eviction_is_withdrawn_when_another_end_frees_the_room_and_its_preemptor_starts_beside_it():
+    eng = engine(None, {"n1": {"cpu": 4}})
+    pods = run_all(eng, [P("x/low", 2, pc=LOW), P("x/short", 2, pc=HIGH)])
+    crit = submit(eng, P("y/crit", 2, pc=CRIT), 10)
+    [ev] = eng.schedule(10).evictions
+    assert ev.victim is pods["x/low"]
+    eng.finish(pods["x/short"].uid, 11)  # room freed by another end
+    [(victims, preemptor)] = eng.needless_evictions()
+    assert victims == [pods["x/low"]] and preemptor is crit
+    assert eng.withdraw_eviction(victims, preemptor, 11) == [crit]
+    assert crit.phase is Phase.RUNNING and pods["x/low"].phase is Phase.RUNNING
+    assert eng.cluster.nodes["n1"].free["cpu"] == 0 and eng.cluster.nodes["n1"].reserved.get("cpu", 0) == 0
+
+
+def test_a_reclaim_is_withdrawn_when_the_borrowers_sibling_ends():
+    eng = engine(TWO_TEAMS, {"n1": {"cpu": 16}})
+    pods = run_all(eng, [P("team-b/own", 4, pc=LOW), P("team-b/borrow", 2, pc=LOW), P("team-b/more", 2, pc=LOW)])
+    mine = submit(eng, P("team-a/mine", 2, pc=LOW), 10)
+    d = eng.schedule(10)
+    assert [e.victim for e in d.evictions] == [pods["team-b/more"]]
+    assert eng.needless_evictions() == []
+    eng.finish(pods["team-b/borrow"].uid, 11)  # the root has room for both again
+    [(victims, preemptor)] = eng.needless_evictions()
+    assert eng.withdraw_eviction(victims, preemptor, 11) == [mine]
+    assert eng.quota.nodes["root"].used["cpu"] == 8000 and eng.quota.nodes["root"].leaving["cpu"] == 0
+
+
+def test_an_eviction_is_needless_once_its_preemptor_is_queued_again_elsewhere():
+    eng = engine(None, {"n1": {"cpu": 4}, "n2": {"cpu": 2}})
+    low = run_all(eng, [P("x/low", 4, pc=LOW), P("x/other", 2, pc=LOW)])["x/low"]
+    crit = submit(eng, P("y/crit", 4, pc=CRIT), 10)
+    [ev] = eng.schedule(10).evictions
+    assert ev.victim is low and crit.node == "n1"
+    assert eng.update_node("n1", {"cpu": 4000}, schedulable=False) == [crit]  # cordoned: it waits for another node
+    [(victims, preemptor)] = eng.needless_evictions()
+    assert victims == [low] and preemptor is None

@@ -167,3 +167,135 @@ def test_node_events_change_capacity_at_once_and_heartbeats_change_nothing(tmp_p
     k8s.cluster_nodes.event("MODIFIED", node("n2", beat="59"))  # untainted
     assert capacity() == {"n2": (4000, True)}
     assert "nodes" not in controller.health.problems
+
+
+def test_a_team_keeps_its_last_good_properties_while_new_ones_are_wrong_and_admins_are_told(tmp_path):
+    from hub_ext.backends.local import LocalBackend
+    from hub_ext.service.controller import Controller, Identity
+    from hub_ext.service.store import Store
+
+    classes = ["low-priority-dev", "high-priority-research", "critical-prod"]
+    c = Controller(store=Store(f"sqlite:///{tmp_path}/t.sqlite"), tree=TREE, backend=LocalBackend(
+        nodes_config=[{"name": "n1", "allocatable": {"cpu": "8"}}], data_dir=str(tmp_path / "data")))
+    c.set_tenants(tenants_from_groups([group("team-a", ["carol"], namespace="team-a", priority_classes="critical-prod")],
+                                      TREE, classes))
+    assert "group-properties" not in c.health.problems
+    # An admin misspells the class in the hub's admin panel; dan joins meanwhile.
+    c.set_tenants(tenants_from_groups([group("team-a", ["carol", "dan"], namespace="team-a",
+                                             priority_classes="critcal-prod"),
+                                       group("team-x", namespace="team-x", quota_leaf="nope")], TREE, classes))
+    team = next(t for t in c.tenants if t.group == "team-a")
+    assert team.usable and team.priority_classes == ["critical-prod"] and team.members == ["carol", "dan"]
+    data = team.to_dict()
+    assert data["keptLastGood"] and data["rejected"] == ["property tenancy.priority-classes: no PriorityClass named "
+                                                         "critcal-prod"]
+    assert data["rejectedFixes"][0].startswith("In the hub's admin panel (Groups, team-a), list only existing classes")
+    problem = c.health.problems["group-properties"]
+    assert not problem.blocking and c.health.status == "degraded"
+    assert problem.message.startswith(
+        "group team-a: property tenancy.priority-classes: no PriorityClass named critcal-prod; its members keep "
+        "its last good properties until this is fixed. In the hub's admin panel (Groups, team-a), list only existing "
+        "classes in tenancy.priority-classes (critical-prod, high-priority-research, low-priority-dev).")
+    assert "group team-x cannot be used: property tenancy.quota-leaf: 'nope' is not a node" in problem.message
+    dan = Identity(name="dan", tenants=[t for t in c.tenants if "dan" in t.members])
+    row = c.submit(dan, {"command": ["true"], "priorityClassName": "critical-prod"})  # members keep working
+    assert row.namespace == "team-a"
+    c.set_tenants(tenants_from_groups([group("team-a", ["carol", "dan"], namespace="team-a",
+                                             priority_classes="critical-prod")], TREE, classes))
+    assert "group-properties" not in c.health.problems
+    assert not next(t for t in c.tenants if t.group == "team-a").to_dict()["keptLastGood"]
+    # A restart after the typo: the store kept the last good properties.
+    again = Controller(store=Store(f"sqlite:///{tmp_path}/t.sqlite"), tree=TREE, backend=LocalBackend(
+        nodes_config=[{"name": "n1", "allocatable": {"cpu": "8"}}], data_dir=str(tmp_path / "data")))
+    again.set_tenants(tenants_from_groups([group("team-a", ["carol"], namespace="team-a", priority_classes="critcal-prod")],
+                                          TREE, classes))
+    [team] = again.tenants
+    assert team.usable and team.priority_classes == ["critical-prod"] and team.rejected and team.members == ["carol"]
+
+
+def test_a_dry_run_names_whose_work_a_job_would_stop_and_the_lower_priority_that_waits_instead(tmp_path):
+    from hub_ext.backends.local import LocalBackend
+    from hub_ext.service.controller import Controller, Identity
+    from hub_ext.service.store import Store
+
+    c = Controller(store=Store(f"sqlite:///{tmp_path}/t.sqlite"), tree=TREE, backend=LocalBackend(
+        nodes_config=[{"name": "n1", "allocatable": {"cpu": "16", "memory": "64Gi"}}], data_dir=str(tmp_path / "data")))
+    c.set_tenants(tenants_from_groups([group("team-a", ["alice", "carol"], namespace="team-a")], TREE,
+                                      ["low-priority-dev", "high-priority-research", "critical-prod"]))
+    alice, carol = (Identity(name=n, tenants=list(c.tenants)) for n in ("alice", "carol"))
+    c.submit(carol.as_spawner(), {"kind": "notebook", "profile": "large", "resources": {"requests": {"cpu": "4"}}})
+    c.submit(alice, {"command": ["sleep", "60"], "resources": {"requests": {"cpu": "4"}}})
+    c.tick()  # team-a at its max of 8
+    job = {"command": ["sleep", "60"], "name": "big", "resources": {"requests": {"cpu": "4"}}}
+    dry = c.preview_submit(alice, job)
+    [victim] = dry["evictions"]
+    assert (victim["who"], victim["user"], victim["kind"]) == ("carol's notebook (Large)", "carol", "notebook")
+    assert dry["lowerPriority"] == {"priorityClassName": "low-priority-dev", "state": "Pending", "reason": "quota-max",
+                                    "message": "quota a is at its max for cpu: needs 4, uses 8 of 8",
+                                    "position": 1, "leafPosition": 1}
+    assert c.preview_submit(alice, {**job, "priorityClassName": "low-priority-dev"})["lowerPriority"] is None
+    assert len(c.rows) == 2  # nothing stored
+
+
+class _Service:
+    """The service's answers a client reads (the dry run's shape from the test above); records submissions."""
+
+    def __init__(self, dry):
+        self.dry, self.submitted = dry, []
+
+    def dry_run(self, **body):
+        return self.dry if body.get("priorityClassName") != "low-priority-dev" else {"evictions": []}
+
+    def submit(self, **body):
+        self.submitted.append(body)
+        return {"id": "j1", "name": "big", "state": "Pending", **body}
+
+    def me(self):
+        return {"name": "alice"}
+
+
+DRY = {"evictions": [
+    {"kind": "notebook", "name": "nb-alice", "user": "alice", "serverName": "", "who": "alice's notebook (Small)"},
+    {"kind": "notebook", "name": "nb-carol", "user": "carol", "serverName": "", "who": "carol's notebook (Large)"},
+    {"kind": "training", "name": "train-1", "user": "bob", "who": "bob's job train-1"},
+    {"kind": "training", "name": "train-1", "user": "bob", "who": "bob's job train-1"}],  # a gang: one job
+    "lowerPriority": {"priorityClassName": "low-priority-dev", "state": "Pending", "reason": "quota-max",
+                      "message": "quota a is at its max for cpu: needs 4, uses 8 of 8", "position": 2,
+                      "leafPosition": 1}}
+
+
+def test_a_job_that_would_stop_anybodys_work_says_whose_and_offers_the_lower_priority(monkeypatch):
+    from hub_ext.client.api import TenancyError, submit_training
+
+    monkeypatch.setenv("JUPYTERHUB_USER", "alice")
+    service = _Service(DRY)
+    with pytest.raises(TenancyError) as err:
+        submit_training(["sleep", "60"], cpu=4, client=service, show=False)
+    assert str(err.value) == (
+        "This job would stop your default server (nb-alice) and carol's notebook (Large) and bob's job train-1 to "
+        "make room, and unsaved work there would be lost. Submit it again with --yes (yes=True in Python) to go "
+        "ahead anyway, or with --wait-instead (wait_instead=True) to submit it at low-priority-dev, where it stops "
+        "nobody and it would wait (position 2 in the queue): quota a is at its max for cpu: needs 4, uses 8 of 8.")
+    assert service.submitted == []
+    submit_training(["sleep", "60"], cpu=4, client=service, show=False, wait_instead=True)
+    assert service.submitted[-1]["priorityClassName"] == "low-priority-dev"
+    asked = []
+    submit_training(["sleep", "60"], cpu=4, client=service, show=False,
+                    ask=lambda whose, lower: asked.append((whose, lower["priorityClassName"])) or "yes")
+    assert service.submitted[-1]["priorityClassName"] is None and asked[0][1] == "low-priority-dev"
+    with pytest.raises(TenancyError, match="Not submitted: nobody's work was stopped."):
+        submit_training(["sleep", "60"], cpu=4, client=service, show=False, ask=lambda whose, lower: "no")
+    assert len(service.submitted) == 2
+
+
+def test_tenancy_submit_asks_at_a_terminal(monkeypatch, capsys):
+    from hub_ext.cli import _ask_before_stopping
+
+    monkeypatch.setattr("builtins.input", lambda prompt: print(prompt, end="") or "w")
+    assert _ask_before_stopping("carol's notebook (Large)", DRY["lowerPriority"]) == "lower"
+    seen = capsys.readouterr()
+    assert seen.err == "This job would stop carol's notebook (Large) to make room, and unsaved work there would be lost.\n"
+    assert seen.out == ("[y] go ahead, [w] submit at low-priority-dev instead (it stops nobody and would wait, "
+                        "position 2 in the queue), [n] do not submit: ")
+    monkeypatch.setattr("builtins.input", lambda prompt: "w")
+    assert _ask_before_stopping("carol's notebook (Large)", None) == "no"  # nothing lower to wait at

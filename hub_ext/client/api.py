@@ -87,7 +87,8 @@ def submit_training(command=None, *, script: str | None = None, cpu=None, memory
                     resources: dict | None = None, replicas: int = 1, priority_class: str | None = None,
                     tenant: str | None = None, name: str | None = None, env: dict | None = None,
                     client: TenancyClient | None = None, wait: bool = False, yes: bool = False,
-                    show: bool | None = None, gang: bool | None = None, datasets: list | None = None) -> Job:
+                    show: bool | None = None, gang: bool | None = None, datasets: list | None = None,
+                    wait_instead: bool = False, ask=None) -> Job:
     """Submit a training job from a notebook.
 
     ``command`` is a list (``["python", "train.py"]``) or a string run by the shell;
@@ -102,10 +103,13 @@ def submit_training(command=None, *, script: str | None = None, cpu=None, memory
     job waits until they are ready in its namespace. Not given: every dataset of the team
     that is ready. Inside the job, ``TENANCY_DATASETS`` maps each name to its path.
 
-    If the job would stop one of your own notebook servers to make room (the service's dry
-    run says so), nothing is submitted and ``TenancyError`` says which server: pass
-    ``yes=True`` to go ahead. In a notebook one live status line follows the job
-    (``show=False``: none).
+    If the job would stop anybody's work to make room (your own notebook servers, a
+    colleague's notebook or job: the service's dry run says so), nothing is submitted and
+    ``TenancyError`` says whose, and the lower priority at which it would stop nobody: pass
+    ``yes=True`` to go ahead, or ``wait_instead=True`` to submit it at that lower priority
+    (it then waits, or starts, without stopping anyone). ``ask(whose, lower)`` (a terminal's
+    question) may decide instead: it returns ``"yes"``, ``"lower"`` or anything else (not
+    submitted). In a notebook one live status line follows the job (``show=False``: none).
     """
     try:
         chosen = data_choices(datasets) if datasets is not None else None
@@ -126,14 +130,58 @@ def submit_training(command=None, *, script: str | None = None, cpu=None, memory
     }
     if not yes:
         dry = client.dry_run(**body)
-        mine = own_servers_evicted(dry, client)
-        if mine:
-            raise TenancyError(f"This job would stop {mine} to make room, and unsaved work there would be lost. "
-                               "Submit it again with --yes (yes=True in Python) to go ahead anyway.")
+        whose = work_stopped(dry, client)
+        lower = dry.get("lowerPriority")
+        answer = ("lower" if wait_instead and lower else ask(whose, lower) if ask is not None else None) \
+            if whose else "yes"
+        if answer == "lower" and lower:
+            body["priorityClassName"] = lower["priorityClassName"]
+        elif answer is None:
+            raise TenancyError(stop_question(whose, lower))
+        elif answer != "yes":
+            raise TenancyError("Not submitted: nobody's work was stopped.")
     job = Job(client, client.submit(**body))
     if show if show is not None else _in_a_kernel():
         job.show()
     return job.wait() if wait else job
+
+
+def work_stopped(dry: dict, client: TenancyClient) -> str:
+    """Whose work a dry run would stop, in people's words: the caller's own servers as
+    ``own_servers_evicted`` names them, the caller's jobs, then everybody else's as the service
+    names them ("bob's notebook (Large)")."""
+    evictions = dry.get("evictions") or []
+    if not evictions:
+        return ""
+    user = os.environ.get("JUPYTERHUB_USER") or client.me().get("name")
+    names = [own_servers_evicted(dry, client)] if any(e.get("user") == user and e.get("kind") == "notebook"
+                                                      for e in evictions) else []
+    for e in evictions:
+        if e.get("user") == user:
+            if e.get("kind") == "notebook":
+                continue  # named above
+            name = f"your job {e.get('name')}"
+        else:
+            name = e.get("who") or f"{e.get('user') or 'someone'}'s {e.get('kind') or 'work'} {e.get('name')}"
+        if name not in names:  # a gang's pods are one job
+            names.append(name)
+    return " and ".join(names)
+
+
+def stop_question(whose: str, lower: dict | None) -> str:
+    """The refusal a submission that would stop ``whose`` gets: what it would do, and the two ways on."""
+    text = (f"This job would stop {whose} to make room, and unsaved work there would be lost. "
+            "Submit it again with --yes (yes=True in Python) to go ahead anyway")
+    if not lower:
+        return text + "."
+    pc = lower["priorityClassName"]
+    if lower.get("state") == "Running":
+        then = "it would start now"
+    else:
+        where = f" (position {lower['position']} in the queue)" if lower.get("position") else ""
+        then = f"it would wait{where}" + (f": {lower['message']}" if lower.get("message") else "")
+    return (text + f", or with --wait-instead (wait_instead=True) to submit it at {pc}, where it stops nobody "
+            f"and {then}.")
 
 
 def own_servers_evicted(dry: dict, client: TenancyClient) -> str:

@@ -7,13 +7,15 @@ Example::
     ...
 
 Options: --cpu, --memory, --gpu, --replicas, --no-gang, --priority-class, --tenant, --name, --wait, --yes,
---data NAME[:PATH] (repeatable). Several replicas start all together (one gang) unless ``--no-gang``.
+--wait-instead, --data NAME[:PATH] (repeatable). Several replicas start all together (one gang) unless ``--no-gang``.
 ``--data`` names the datasets the job mounts (Arena's flag; at PATH when given): the job
 waits until they are ready. Without it, every dataset of the team that is ready.
 
 One live status line follows the job (queued, running, done, with a link to its logs).
-If the job would stop one of your own notebook servers to make room, it is not
-submitted: the line says which, and ``--yes`` goes ahead anyway. The job is kept in the
+If the job would stop anybody's work to make room (one of your own notebook servers, a
+colleague's notebook or job), it is not submitted: the line says whose, ``--yes`` goes
+ahead anyway and ``--wait-instead`` submits it at the lower priority at which it stops
+nobody (it waits instead). The job is kept in the
 variable ``train_job`` of the notebook (``train_job.logs()``, ``train_job.cancel()``).
 """
 
@@ -37,6 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--name")
     p.add_argument("--wait", action="store_true")
     p.add_argument("--yes", action="store_true")
+    p.add_argument("--wait-instead", dest="wait_instead", action="store_true")
     p.add_argument("--data", action="append", metavar="NAME[:PATH]")
     return p
 
@@ -46,12 +49,12 @@ def train(line: str, cell: str):
         args = _parser().parse_args(shlex.split(line))
     except SystemExit:
         print("usage: %%train [--cpu N] [--memory Q] [--gpu N] [--replicas N] [--no-gang] [--priority-class C] "
-              "[--tenant T] [--name N] [--wait] [--yes] [--data NAME[:PATH]]...")
+              "[--tenant T] [--name N] [--wait] [--yes] [--wait-instead] [--data NAME[:PATH]]...")
         return None
     try:
         job = submit_training(script=cell, cpu=args.cpu, memory=args.memory, gpu=args.gpu, replicas=args.replicas,
                               priority_class=args.priority_class, tenant=args.tenant, name=args.name, wait=args.wait,
-                              yes=args.yes, show=True, gang=args.gang, datasets=args.data)
+                              yes=args.yes, wait_instead=args.wait_instead, show=True, gang=args.gang, datasets=args.data)
     except TenancyError as err:
         print(f"training job not submitted: {err}")
         return None

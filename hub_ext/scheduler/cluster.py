@@ -146,6 +146,13 @@ class Cluster:
         _add(node.leaving, pod.requests, 1)
         self.leaving_nodes.add(node.name)
 
+    def stay(self, pod) -> None:
+        """A terminating pod's eviction was taken back: it runs on, its room is not leaving."""
+        node = self.nodes[pod.node]
+        _add(node.leaving, pod.requests, -1)
+        if not any(node.leaving.values()):
+            self.leaving_nodes.discard(node.name)
+
     def unbind(self, pod, *, terminating: bool = False, nominated: bool = False) -> None:
         node = self.nodes[pod.node]
         del node.residents[pod.uid]

@@ -556,6 +556,67 @@ class Engine:
         victim.phase, victim.finished_at = Phase.EVICTED, now
         return self._start_ready(now)
 
+    def needless_evictions(self) -> list[tuple[list[Pod], Pod | None]]:
+        """Evictions whose reason went away, as ``(victims, preemptor)``: the preemptor is gone
+        (cancelled, queued again: ``None``), or it fits now with its victims staying (another pod's
+        end freed the room). Only terminating pods are looked at (few, on the nodes with any)."""
+        out, seen = [], set()
+        for name in list(self.cluster.leaving_nodes):
+            for pod in list(self.cluster.nodes[name].residents.values()):
+                if pod.phase is not Phase.TERMINATING or pod.uid in seen:
+                    continue
+                preemptor = self.pods.get(pod.preempted_by) if pod.preempted_by is not None else None
+                if preemptor is None or not preemptor.nominated or pod.uid not in preemptor.waiting_for:
+                    victims = [pod] if pod.gang is None else \
+                        [m for m in pod.gang.members if m.phase is Phase.TERMINATING]
+                    seen |= {v.uid for v in victims}
+                    out.append((victims, None))
+                    continue
+                victims = [self.pods[u] for u in preemptor.waiting_for if u in self.pods]
+                seen |= {v.uid for v in victims}
+                if self._fits_beside(preemptor):
+                    out.append((victims, preemptor))
+        return out
+
+    def _fits_beside(self, preemptor: Pod) -> bool:
+        """Whether a nominated pod (a gang: all its nominated pods) fits with its victims running on:
+        every node it is nominated on has room for all it holds, and its quota path stays within max."""
+        members = [preemptor] if preemptor.gang is None else \
+            [p for p in preemptor.gang.members if p.uid in self._nominated]
+        for p in members:
+            node = self.cluster.nodes.get(p.node)
+            if node is None or any(node.free.get(r, 0) < 0 for r in p.requests):
+                return False
+        return self.quota.over_max(preemptor.leaf, Unit(members).total, reserved=True) is None
+
+    def withdraw_eviction(self, victims: list[Pod], preemptor: Pod | None, now: float) -> list[Pod]:
+        """Take back the eviction of ``victims`` (from ``needless_evictions``): they run on as before
+        it, and their preemptor, if any, starts now beside them. Returns the pods started."""
+        for victim in victims:
+            if victim.phase is not Phase.TERMINATING:
+                continue
+            self.quota.leave(victim, -1)
+            self.quota.charge(victim)
+            self.quota.index_victim(victim)
+            self.cluster.stay(victim)
+            victim.phase, victim.reason = Phase.RUNNING, None
+            victim.preempted_by = victim.evicted_at = victim.grace_deadline = None
+        started = []
+        if preemptor is not None and preemptor.uid in self._nominated:
+            members = [preemptor] if preemptor.gang is None else \
+                [p for p in preemptor.gang.members if p.uid in self._nominated]
+            for p in members:
+                self._nominated.discard(p.uid)
+                self.cluster.start(p)
+                p.phase, p.admitted_at, p.reason, p.waiting_for = Phase.RUNNING, now, None, set()
+                self.quota.index_victim(p)
+                started.append(p)
+            for p in members:
+                self._admitted(p)
+        for victim in victims:
+            self._admitted(victim)  # it uses its room again: preemptors parked may take it now
+        return started
+
     def _start_ready(self, now: float) -> list[Pod]:
         """Start every nominated pod (a gang: all its nominated pods) whose victims are gone and room is free."""
         started = []

@@ -18,6 +18,7 @@ from ..scheduler.model import Phase
 from ..tenants import Tenant, tree_with_tenants
 from .books import owner_for
 from .identity import Forbidden, Identity, TooMany
+from .names import named
 from .store import WorkloadRow
 from .workloads import FINAL, NOTEBOOK, TRAINING, check_body, with_default_requests, with_floor
 
@@ -156,9 +157,34 @@ class Admission:
         """What submitting ``body`` would do now, on a copy of the engine; nothing is stored.
 
         Says whether it would start (at once, or once its victims are gone), or why it would
-        wait, and which workloads it would evict, each with its user and server name, so a
-        client can warn before a job stops one of its own user's notebooks.
+        wait, and which workloads it would evict, each with its user, server name and the name
+        people call it (``who``: "bob's notebook (Large)"), so a client can warn before a job
+        stops anybody's work. When it would stop some, ``lowerPriority`` is the highest class
+        below its own that the submitter may use and that stops nobody (what it would do
+        there: wait, with its position, or start), or None.
         """
+        out = self._preview(who, body)
+        out["lowerPriority"] = self._lower_priority(who, body, out) if out["evictions"] else None
+        return out
+
+    def _lower_priority(self, who: Identity, body, answer: dict) -> dict | None:
+        """The first class below ``answer``'s, highest first, at which ``body`` stops nobody."""
+        if answer["kind"] != TRAINING or not isinstance(body, dict):
+            return None
+        classes = self.engine.classes.by_name
+        value = classes[answer["priorityClassName"]].value
+        tenant = next((t for t in self.c.tenants if t.group == answer["tenant"]), None)
+        allowed = list(classes) if who.admin or tenant is None else tenant.priority_classes
+        lower = sorted((classes[n] for n in allowed if n in classes and classes[n].value < value),
+                       key=lambda pc: -pc.value)
+        for pc in lower:
+            there = self._preview(who, {**body, "priorityClassName": pc.name})
+            if not there["evictions"] and there["state"] != "Rejected":
+                return {key: there[key] for key in ("priorityClassName", "state", "reason", "message",
+                                                    "position", "leafPosition")}
+        return None
+
+    def _preview(self, who: Identity, body) -> dict:
         c = self.c
         spec, tenant, namespace, _ = self.checked(who, body)
         kind, now = spec["kind"], c.clock()
@@ -184,6 +210,7 @@ class Admission:
         for ev in evictions:
             row = self.rows.get(live.get((ev.victim.namespace, ev.victim.name), ""))
             victims.append({"workload": row.id if row else None, "kind": row.kind if row else None,
+                            "who": named(row) if row else f"pod {ev.victim.name} in {ev.victim.namespace}",
                             "name": row.name if row else ev.victim.name, "user": row.user if row else None,
                             "serverName": row.spec.get("serverName") if row else None,
                             "namespace": ev.victim.namespace, "pod": ev.victim.name, "message": ev.victim.reason.message})
@@ -309,6 +336,7 @@ class Admission:
         row.finished = now
         self.rows.pop(row.id, None)
         c.evicting.pop(row.id, None)
+        c.withdrawn.pop(row.id, None)
         c.datasets.forget(row.id)
         self.store.commit()
         c.viewer.notify([row.id])

@@ -80,7 +80,7 @@ class Books:
             for pod in owner.pods:  # done: the engine forgets them, the rows keep the history
                 self.engine.delete(pod.uid)
                 self.forget_pod(pod.uid)
-        elif any(p is Phase.RUNNING for p in phases):
+        elif any(p in (Phase.RUNNING, Phase.TERMINATING) for p in phases):  # warned or stopping: it runs still
             if row.state != "Running":
                 row.state = "Running"
         elif row.kind == NOTEBOOK and phases and phases[0] is Phase.REJECTED:

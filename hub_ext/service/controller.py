@@ -78,8 +78,11 @@ class Controller:
         self.foreign: dict[str, int] = {}  # cluster pods we did not create (by their cluster uid) -> engine uid
         self.listeners: set[asyncio.Queue] = set()
         self._tasks: set[asyncio.Task] = set()  # the backend's actions under way
-        # notebook workload id -> {"deadline", "message"} while it is being evicted: the page counts down
+        # notebook workload id -> {"deadline", "message", "task"} while it is being evicted: the page counts
+        # down; "task" is the backend's eviction, cancelled if the eviction is withdrawn in its warning
         self.evicting: dict[str, dict] = {}
+        # notebook workload id -> {"time", "message"}: its last eviction was withdrawn (the countdown says so)
+        self.withdrawn: dict[str, dict] = {}
         self.books = Books(self)
         self.datasets = Datasets(self)
         self.loop = Loop(self)
@@ -142,11 +145,12 @@ class Controller:
     def _evict(self, ev, now: float) -> None:
         self.loop.evict(ev, now)
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro) -> asyncio.Task:
         """Run a backend's action in the background; its failure is logged."""
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._done)
+        return task
 
     def _done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)

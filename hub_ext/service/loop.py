@@ -15,6 +15,7 @@ from sqlalchemy import inspect as sa_inspect
 
 from ..scheduler.model import Phase
 from .store import PodRow, WorkloadRow
+from .withdraw import Withdrawals
 from .workloads import NOTEBOOK
 
 
@@ -37,6 +38,7 @@ class Loop:
         self._waiters: list[tuple[WorkloadRow, asyncio.Future]] = []  # submissions waiting for a tick's commit
         self._positions: dict | None = None  # queue positions as of the last tick (see queue_positions)
         self.looping = False  # run() is ticking
+        self.withdrawals = Withdrawals(controller)
 
     def poke(self, workload_ids=None) -> None:
         """Ask for a tick: for the workloads ``workload_ids`` (and what is queued), or, without them,
@@ -112,6 +114,7 @@ class Loop:
                     row = rows.get(wid)
                     if row is not None:
                         self.reconcile(row, now)
+                touched |= self.withdrawals.withdraw(now)
                 # While a blocking problem lasts (a start-up check, the API server away) nothing is admitted.
                 decisions = engine.schedule(now) if not c.health.blocking else None
                 if decisions is not None:
@@ -206,10 +209,13 @@ class Loop:
         if c.metrics is not None:
             c.metrics.evicted(victim)
         if row.kind == NOTEBOOK:  # its server stops after the backend's warning window, else the grace period
+            c.withdrawn.pop(row.id, None)
             warn = c.backend.notebook_warning_seconds
             c.evicting[row.id] = {"deadline": now + max(0.0, warn) if warn is not None else ev.deadline,
                                   "message": victim.reason.message}
-        c._spawn(c.backend.evict(row, victim, prow, ev.deadline - now, victim.reason))
+        task = c._spawn(c.backend.evict(row, victim, prow, ev.deadline - now, victim.reason))
+        if row.kind == NOTEBOOK and row.id in c.evicting:
+            c.evicting[row.id]["task"] = task
 
 
 def _index(name: str, fallback: int) -> int:

@@ -10,17 +10,32 @@ from ..quota.namespace import Namespace
 from ..quota.priorityclass import PriorityClass
 from ..quota.resourcequota import ResourceQuota
 from ..quota.tree import ElasticQuotaTree
-from ..tenants import Tenant, tree_with_tenants
+from ..tenants import Tenant, keep_last_good, tree_with_tenants
 from .tree_edit import explain_preview
+
+LAST_GOOD = "last-good-tenants"  # the store's setting: each group's last good properties
 
 
 class Policy:
     def __init__(self, controller):
         self.c = controller
         self.engine = controller.engine  # never replaced
+        # group -> its tenant as last read with good properties: kept while new ones are wrong; in the
+        # store too (a restart after the typo keeps the team working), read at the first set_tenants
+        self.last_good: dict[str, Tenant] | None = None
 
     def set_tenants(self, tenants: list[Tenant]) -> None:
         c = self.c
+        if self.last_good is None:
+            self.last_good = {g: _tenant(g, v) for g, v in (c.store.setting(LAST_GOOD) or {}).items()}
+        tenants = keep_last_good(tenants, self.last_good, c.base_tree)
+        last_good = {t.group: t for t in tenants if t.usable}  # groups gone are forgotten
+        if _saved(last_good) != _saved(self.last_good):
+            c.store.set_setting(LAST_GOOD, _saved(last_good))
+            c.store.commit()
+        self.last_good = last_good
+        problems = [p for t in tenants for p in t.problems()]
+        c.health.set("group-properties", " | ".join(problems) if problems else None, blocking=False)
         old = {(t.namespace, t.leaf) for t in c.tenants if t.usable}
         c.tenants = tenants
         c.backend.tenants_changed(tenants)
@@ -69,3 +84,14 @@ class Policy:
                 break
         # Named as the pages name them; nodes left above a lowered max and work that could never start, too.
         return explain_preview(c, engine, evictions, admitted)
+
+
+def _saved(last_good: dict[str, Tenant]) -> dict:
+    """What the store keeps of each group's last good properties (members are read from the hub)."""
+    return {g: {"namespace": t.namespace, "leaf": t.leaf, "role": t.role, "profiles": t.profiles,
+                "priorityClasses": t.priority_classes} for g, t in sorted(last_good.items())}
+
+
+def _tenant(group: str, saved: dict) -> Tenant:
+    return Tenant(group=group, namespace=saved["namespace"], leaf=saved.get("leaf"), role=saved.get("role", "researcher"),
+                  profiles=list(saved.get("profiles") or []), priority_classes=list(saved.get("priorityClasses") or []))

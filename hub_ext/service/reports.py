@@ -85,7 +85,7 @@ class Reports:
 
     def warn_eviction(self, wid: str, deadline: float, message: str) -> None:
         """A backend's own warning window for an evicted notebook: its server stops at ``deadline``."""
-        self.c.evicting[wid] = {"deadline": deadline, "message": message}
+        self.c.evicting.setdefault(wid, {}).update(deadline=deadline, message=message)
 
     def pod_lost(self, uid: int, why: str) -> None:
         """A started pod was lost, not failed by its program (its node went, it was deleted under us,

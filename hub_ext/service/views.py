@@ -70,7 +70,7 @@ class Views:
         held = c.datasets.held.get(row.id) if row.state == "Pending" else None
         if held is not None and not waiting:  # held back before the engine: no pod waits, the dataset does
             out["reason"], out["message"], out["details"] = held.code, held.message, held.details
-        if out["state"] == "Running" and current and not any(p["phase"] == "Running" for p in current):
+        if out["state"] == "Running" and current and not any(p["phase"] in ("Running", "Terminating") for p in current):
             out["state"] = "Pending"  # "Running" means what the cluster says
         if out["state"] == "Pending" and c.health.blocking:
             out["reason"], out["message"] = "service-blocked", \
@@ -78,6 +78,9 @@ class Views:
         evicting = c.evicting.get(row.id) if row.state not in FINAL else None
         if evicting is not None:
             out["evictionDeadline"], out["evictionMessage"] = evicting["deadline"], evicting["message"]
+        withdrawn = c.withdrawn.get(row.id) if row.state not in FINAL else None
+        if withdrawn is not None:  # the countdown that stopped says why
+            out["evictionWithdrawn"] = withdrawn
         if events:
             out["events"] = [{"time": e.time, "type": e.type, "message": e.message, **({"details": e.details} if e.details else {})}
                              for e in self.store.events(row.id)]

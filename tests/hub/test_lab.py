@@ -149,8 +149,10 @@ def test_a_job_that_would_stop_my_own_server_asks_first(hub):
         "from hub_ext.client import submit_training, TenancyError\n"
         "try:\n    submit_training(['sleep', '30'], cpu=5, name='big')\n"
         "except TenancyError as err:\n    print(err)\n"))
-    assert out.strip() == ("This job would stop your default server (nb-alice) to make room, and unsaved work there "
-                           "would be lost. Submit it again with --yes (yes=True in Python) to go ahead anyway."), out
+    assert out.strip().startswith(
+        "This job would stop your default server (nb-alice) to make room, and unsaved work there would be lost. Submit "
+        "it again with --yes (yes=True in Python) to go ahead anyway, or with --wait-instead (wait_instead=True) to "
+        "submit it at low-priority-dev, where it stops nobody and it would wait"), out
     env = {**os.environ, "TENANCY_API_URL": hub.url("/services/tenancy/api/v1"),
            "JUPYTERHUB_API_TOKEN": token(hub, "alice"), "JUPYTERHUB_USER": "alice"}
     cli = subprocess.run([sys.executable, "-m", "hub_ext.cli", "submit", "--cpu", "5", "--", "sleep", "30"], env=env,

@@ -169,10 +169,17 @@ def test_training_from_a_notebook_preempts_a_borrowing_notebook_only(hub):
     hub.wait_server_ready("carol", timeout=90)
     out = run_code(hub, "carol", token(hub, "carol"), (
         "import os\n"
-        "from hub_ext.client import submit_training\n"
-        "job = submit_training(['sleep', '300'], cpu=5, name='carol-train')\n"
+        "from hub_ext.client import submit_training, TenancyError\n"
+        "try:\n    submit_training(['sleep', '300'], cpu=5, name='carol-train')\n"
+        "except TenancyError as err:\n    print(err)\n"
+        "job = submit_training(['sleep', '300'], cpu=5, name='carol-train', yes=True)\n"
         "print(job.id, job.data['priorityClassName'], os.environ['TENANCY_NAMESPACE'])\n"))
-    job_id, pc, ns = out.split()
+    asked, answer = out.strip().splitlines()
+    # Told first whose work it would stop (another team's user's), and that at low priority it would wait.
+    assert asked.startswith("This job would stop erin's notebook"), asked
+    assert "--wait-instead (wait_instead=True) to submit it at low-priority-dev, where it stops nobody and it " \
+           "would wait" in asked, asked
+    job_id, pc, ns = answer.split()
     assert (pc, ns) == ("high-priority-research", "team-c")
     # team-c is beyond its guarantee with the job, so it may only take from teams that borrow
     # and run lower-priority work: erin's notebook in team-a (root.a.1 borrows 10), the most
@@ -390,3 +397,33 @@ def test_metrics_and_openapi(hub):
     spec = hub.request("GET", f"{API}/openapi.json").json()
     assert {"/me", "/tenants", "/tree", "/room", "/workloads", "/workloads/{id}", "/workloads/{id}/logs",
             "/events"} <= set(spec["paths"])
+
+
+def test_a_typo_in_a_teams_properties_keeps_its_last_good_ones_and_admins_are_told(hub):
+    good = {"tenancy.namespace": "team-c", "tenancy.quota-leaf": "root.b.1",
+            "tenancy.priority-classes": "low-priority-dev,high-priority-research,critical-prod"}
+    status, _ = hub.api("PUT", "/groups/team-c/properties", {**good, "tenancy.priority-classes": "critcal-prod"})
+    assert status == 200
+    try:
+        def kept():
+            tenants = svc(hub, "admin", "GET", "/tenants")[1]["tenants"]
+            return next((t for t in tenants if t["group"] == "team-c" and t.get("keptLastGood")), None)
+        team = wait_for(kept, "team-c to keep its last good properties")
+        assert team["errors"] == [] and "critical-prod" in team["priorityClasses"]
+        assert team["rejected"] == ["property tenancy.priority-classes: no PriorityClass named critcal-prod"]
+        status, health = svc(hub, "admin", "GET", "/health")
+        problem = next(p for p in health["problems"] if p["check"] == "group-properties")
+        assert problem["message"].startswith(
+            "group team-c: property tenancy.priority-classes: no PriorityClass named critcal-prod; its members keep "
+            "its last good properties until this is fixed. In the hub's admin panel (Groups, team-c), list only "
+            "existing classes in tenancy.priority-classes") and not problem["blocking"]
+        # carol keeps working: her team's room answers and a job at a class of the last good list is taken
+        status, room = svc(hub, "carol", "POST", "/room", {"tenant": "team-c", "profiles": {"small": {"requests": {"cpu": "5"}}}})
+        assert status == 200, room
+        status, dry = svc(hub, "carol", "POST", "/workloads?dryRun=true",
+                          {"command": ["true"], "priorityClassName": "critical-prod", "resources": {"requests": {"cpu": "1"}}})
+        assert status == 200 and dry["tenant"] == "team-c", dry
+    finally:
+        hub.api("PUT", "/groups/team-c/properties", good)
+    wait_for(lambda: "group-properties" not in {p["check"] for p in svc(hub, "admin", "GET", "/health")[1]["problems"]},
+             "the problem to clear once the properties are right again")
