@@ -391,7 +391,8 @@ class RealHub:
         admin_token: str | None = None,
         register_admin: bool = True,
         python: str = sys.executable,
-        start_timeout: float = 60,
+        # a hub that answers in 5 s alone took over 60 s beside the suite and other runs (load 9)
+        start_timeout: float = 180,
         isolate_jupyter_dirs: bool = True,
     ) -> None:
         self.config = None if config is None else Path(config).resolve()
