@@ -320,7 +320,8 @@ def test_the_widget_and_the_live_train_line_render_in_a_notebook(hub, page):
     for _ in cells:
         page.keyboard.press("Shift+Enter")
         page.wait_for_timeout(500)
-    page.wait_for_selector(".jp-OutputArea .tenancy-quota .tenancy-bar", timeout=60_000)
+    # the kernel imports the client and ipywidgets first: over a minute on a loaded machine (load 9)
+    page.wait_for_selector(".jp-OutputArea .tenancy-quota .tenancy-bar", timeout=180_000)
     widget = page.inner_text(".jp-OutputArea .tenancy-quota")
     assert "Team team-a" in widget and "root.a.1 (your team)" in widget, widget
     assert re.search(r"CPU \d+/10 (\(\+\d+ borrowed\) )?of 20", widget), widget
