@@ -213,7 +213,9 @@ def test_a_team_keeps_its_last_good_properties_while_new_ones_are_wrong_and_admi
     assert team.usable and team.priority_classes == ["critical-prod"] and team.rejected and team.members == ["carol"]
 
 
-def test_a_dry_run_names_whose_work_a_job_would_stop_and_the_lower_priority_that_waits_instead(tmp_path):
+@pytest.mark.asyncio
+async def test_a_dry_run_names_whose_work_a_job_would_stop_and_the_lower_priority_that_waits_instead(tmp_path):
+    # on a running loop, as in the service: a tick hands work to the backend as tasks
     from hub_ext.backends.local import LocalBackend
     from hub_ext.service.controller import Controller, Identity
     from hub_ext.service.store import Store

@@ -80,7 +80,9 @@ class Books:
             for pod in owner.pods:  # done: the engine forgets them, the rows keep the history
                 self.engine.delete(pod.uid)
                 self.forget_pod(pod.uid)
-        elif any(p in (Phase.RUNNING, Phase.TERMINATING) for p in phases):  # warned or stopping: it runs still
+        elif any(p is Phase.RUNNING for p in phases) or (
+                row.id in self.c.evicting and any(p is Phase.TERMINATING for p in phases)):
+            # A warned notebook runs still until its countdown ends; a pod deleted from outside is going.
             if row.state != "Running":
                 row.state = "Running"
         elif row.kind == NOTEBOOK and phases and phases[0] is Phase.REJECTED:

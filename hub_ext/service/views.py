@@ -70,7 +70,9 @@ class Views:
         held = c.datasets.held.get(row.id) if row.state == "Pending" else None
         if held is not None and not waiting:  # held back before the engine: no pod waits, the dataset does
             out["reason"], out["message"], out["details"] = held.code, held.message, held.details
-        if out["state"] == "Running" and current and not any(p["phase"] in ("Running", "Terminating") for p in current):
+        warned = row.id in c.evicting  # its countdown runs: it is running until it ends
+        if out["state"] == "Running" and current and not any(
+                p["phase"] == "Running" or (warned and p["phase"] == "Terminating") for p in current):
             out["state"] = "Pending"  # "Running" means what the cluster says
         if out["state"] == "Pending" and c.health.blocking:
             out["reason"], out["message"] = "service-blocked", \
