@@ -129,6 +129,16 @@ async def state_is(c, pair, state, timeout=60):
                        f"dataset {pair[0]} in {pair[1]} {state}", timeout, show=lambda: c.datasets.states.get(pair))
 
 
+async def no_claims_allowed(core, ns) -> client.V1ResourceQuota:
+    """A ResourceQuota "storage" in ``ns`` that allows no claim, once the quota controller enforces it."""
+    quota = client.V1ResourceQuota(metadata=client.V1ObjectMeta(name="storage"),
+                                   spec=client.V1ResourceQuotaSpec(hard={"persistentvolumeclaims": "0"}))
+    await asyncio.to_thread(core.create_namespaced_resource_quota, ns, quota)
+    await until(lambda: (core.read_namespaced_resource_quota("storage", ns).status.hard or {}).get(
+        "persistentvolumeclaims") == "0", "the quota's status", in_thread=True)
+    return quota
+
+
 def training(name, **body):
     return {"kind": "training", "name": name, "command": ["python", "train.py"],
             "resources": {"requests": {"cpu": "1"}}, **body}
@@ -260,11 +270,7 @@ async def test_a_claim_the_quota_forbids_is_refused_with_its_words_and_jobs_wait
         api, namespaces, controller):
     a, _, c = namespaces
     core = client.CoreV1Api(api)
-    quota = client.V1ResourceQuota(metadata=client.V1ObjectMeta(name="storage"),
-                                   spec=client.V1ResourceQuotaSpec(hard={"persistentvolumeclaims": "0"}))
-    await asyncio.to_thread(core.create_namespaced_resource_quota, c, quota)
-    await until(lambda: (core.read_namespaced_resource_quota("storage", c).status.hard or {}).get(
-        "persistentvolumeclaims") == "0", "the quota's status", in_thread=True)
+    quota = await no_claims_allowed(core, c)
     backend = controller.backend
     creates = []
     original = backend.api.request
@@ -319,11 +325,7 @@ async def test_a_quota_that_changes_while_the_refused_create_is_out_is_tried_aga
     server's 403 and the backend reading it), as load cannot be timed so."""
     a, _, c = namespaces
     core = client.CoreV1Api(api)
-    quota = client.V1ResourceQuota(metadata=client.V1ObjectMeta(name="storage"),
-                                   spec=client.V1ResourceQuotaSpec(hard={"persistentvolumeclaims": "0"}))
-    await asyncio.to_thread(core.create_namespaced_resource_quota, c, quota)
-    await until(lambda: (core.read_namespaced_resource_quota("storage", c).status.hard or {}).get(
-        "persistentvolumeclaims") == "0", "the quota's status", in_thread=True)
+    quota = await no_claims_allowed(core, c)
     backend = controller.backend
     ours = backend.datasets
     creates = []
