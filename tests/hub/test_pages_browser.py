@@ -460,7 +460,9 @@ def test_at_420_px_every_column_of_the_dashboards_stays_reachable(hub, story, br
             for i in (0, 1, 8):  # team, quota node, use
                 cell = row.locator("td").nth(i).bounding_box()
                 assert edge["x"] - 1 <= cell["x"] and cell["x"] + cell["width"] <= edge["x"] + edge["width"] + 1, (i, cell, edge)
-            team, node = (row.locator("td").nth(i).bounding_box() for i in (0, 1))
+            # the live page may redraw the row between two reads (a box is then None): read both again
+            team, node = wait_for(lambda: (lambda boxes: boxes if None not in boxes else None)(
+                tuple(row.locator("td").nth(i).bounding_box() for i in (0, 1))), "the row's first two cells drawn")
             assert abs(team["x"] + team["width"] - node["x"]) <= 1, (team, node)  # nothing shows between them
             box.screenshot(path=str(SHOTS / "pages-quota-420-scrolled.png"))  # the table's box, scrolled
             box.evaluate("b => { b.scrollLeft = 0; }")
