@@ -27,6 +27,7 @@ import pytest
 from builders import node, tree
 from hub_ext.backends.local import LocalBackend, cgroups
 from hub_ext.backends.local.account_python import python_for_accounts
+from nobody import run_as_nobody
 from hub_ext.backends.local.accounts import LocalAccounts
 from hub_ext.backends.local.backend import _alive
 from hub_ext.service.controller import Controller, Identity
@@ -289,12 +290,7 @@ asyncio.run(main())
 @root_only
 def test_without_a_writable_cgroup_a_job_still_runs_and_one_line_says_what_is_not_enforced(top):
     """A real service as ``nobody``: it may write no cgroup."""
-    os.chmod(top, 0o777)
-    tests = Path(__file__).resolve().parents[1]
-    nobody = pwd.getpwnam("nobody")
-    done = subprocess.run([python_for_accounts(), "-c", NOT_ROOT, str(top), str(tests)], capture_output=True,
-                          text=True, timeout=120, user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[],
-                          cwd=str(top), env={"PYTHONPATH": str(tests.parent), "PATH": os.defpath, "HOME": str(top)})
+    done = run_as_nobody(NOT_ROOT, top)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"state": "Succeeded", "log": "ran\n"}
     said = [line for line in done.stderr.splitlines() if "cgroup" in line]

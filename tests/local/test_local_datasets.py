@@ -29,6 +29,7 @@ from hub_ext.quota.dataset import parse_dataset
 from hub_ext.service.controller import Controller
 from hub_ext.service.store import Store, WorkloadRow
 from hub_ext.tenants import tenants_from_groups
+from nobody import run_as_nobody
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="accounts and groups need root (CI runs the tests as root)")
 
@@ -171,17 +172,10 @@ print(json.dumps({"state": c.datasets.state("shared", "team-a"), "links": links,
 
 def test_a_service_that_is_not_root_links_the_folder_and_says_access_cannot_be_enforced(top):
     """A real service process as an account that is not root (``nobody``): no group, no folder given away."""
-    from hub_ext.backends.local.account_python import python_for_accounts
-
-    os.chmod(top, 0o777)
     (top / "folder").mkdir(mode=0o755)
     (top / "folder" / "f.txt").write_text("data")
     os.chmod(top / "folder" / "f.txt", 0o644)
-    tests = Path(__file__).resolve().parents[1]
-    nobody = pwd.getpwnam("nobody")
-    done = subprocess.run([python_for_accounts(), "-c", NOT_ROOT, str(top), str(tests)], capture_output=True,
-                          text=True, timeout=120, user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[],
-                          cwd=str(top), env={"PYTHONPATH": str(tests.parent), "PATH": os.defpath, "HOME": str(top)})
+    done = run_as_nobody(NOT_ROOT, top)
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["state"] == ["Bound", f"this service does not run as root, so who may read {top / 'folder'} cannot be "
