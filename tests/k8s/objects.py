@@ -49,3 +49,32 @@ def dataset_namespaces(control_plane, api, prefix: str, stems):
             core.delete_namespace(ns)
         except ApiException:
             pass
+
+
+def two_teams(a: str, b: str, leaf_max: str = "20"):
+    """root min = max 20 CPU; leaves a (namespace ``a``) and b (``b``) guarantee 10 and may use ``leaf_max``."""
+    from hub_ext.quota.tree import parse_tree
+
+    return parse_tree({
+        "apiVersion": "scheduling.sigs.k8s.io/v1beta1", "kind": "ElasticQuotaTree",
+        "metadata": {"name": "elasticquotatree", "namespace": "kube-system"},
+        "spec": {"root": {"name": "root", "min": {"cpu": "20"}, "max": {"cpu": "20"}, "children": [
+            {"name": "a", "min": {"cpu": "10"}, "max": {"cpu": leaf_max}, "namespaces": [a]},
+            {"name": "b", "min": {"cpu": "10"}, "max": {"cpu": leaf_max}, "namespaces": [b]},
+        ]}}})
+
+
+def two_team_cluster(control_plane, api, prefix: str, label_key: str):
+    """Two fresh namespaces ``<prefix>-a-<suffix>``, ``<prefix>-b-<suffix>`` and a 40-CPU node labelled
+    ``{label_key: suffix}`` (a generator for a fixture to yield from: ``(a, b, node, label)``); all
+    removed afterwards."""
+    import uuid
+
+    suffix = uuid.uuid4().hex[:6]
+    a, b = f"{prefix}-a-{suffix}", f"{prefix}-b-{suffix}"
+    for ns in (a, b):
+        control_plane.create_namespace(ns)
+    node, label = f"{prefix}-{suffix}", {label_key: suffix}
+    control_plane.add_node(node, {"cpu": "40", "memory": "256Gi"}, labels=label)
+    yield a, b, node, label
+    remove(api, (a, b), node)

@@ -6,44 +6,24 @@ read from the API server."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 import pytest
 from kubernetes import client
 
 from hub_ext.backends.kubernetes.backend import KubernetesBackend
 from hub_ext.backends.kubernetes.objects import JOB_NAME_LABEL, MANAGED_BY, MANAGER
-from hub_ext.quota.tree import parse_tree
 from hub_ext.service.controller import Controller, Identity
 from hub_ext.service.store import Store
 
-from objects import remove, running  # tests/k8s/objects.py
+from objects import running, two_team_cluster, two_teams  # tests/k8s/objects.py
 from waiting import quiet_passes, until
 
 ADMIN = Identity(name="admin", admin=True)
 
 
-def two_teams(a: str, b: str, leaf_max: str = "20"):
-    """root min = max 20 CPU; leaves a and b guarantee 10 and may use ``leaf_max``."""
-    return parse_tree({
-        "apiVersion": "scheduling.sigs.k8s.io/v1beta1", "kind": "ElasticQuotaTree",
-        "metadata": {"name": "elasticquotatree", "namespace": "kube-system"},
-        "spec": {"root": {"name": "root", "min": {"cpu": "20"}, "max": {"cpu": "20"}, "children": [
-            {"name": "a", "min": {"cpu": "10"}, "max": {"cpu": leaf_max}, "namespaces": [a]},
-            {"name": "b", "min": {"cpu": "10"}, "max": {"cpu": leaf_max}, "namespaces": [b]},
-        ]}}})
-
-
 @pytest.fixture
 def cluster(control_plane, api, seed_classes):
-    suffix = uuid.uuid4().hex[:6]
-    a, b = f"team-a-{suffix}", f"team-b-{suffix}"
-    for ns in (a, b):
-        control_plane.create_namespace(ns)
-    node, label = f"v2-{suffix}", {"tenancy-test/v2": suffix}
-    control_plane.add_node(node, {"cpu": "40", "memory": "256Gi"}, labels=label)
-    yield a, b, node, label
-    remove(api, (a, b), node)
+    yield from two_team_cluster(control_plane, api, "team", "tenancy-test/v2")
 
 
 def pods_of(api, ns):

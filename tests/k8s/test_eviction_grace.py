@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import uuid
 
 import pytest
 from kubernetes import client, watch
@@ -16,37 +15,19 @@ from urllib3.exceptions import ProtocolError
 
 from hub_ext.backends.kubernetes.backend import KubernetesBackend
 from hub_ext.backends.kubernetes.objects import MANAGED_BY, MANAGER
-from hub_ext.quota.tree import parse_tree
 from hub_ext.service.controller import Controller, Identity
 from hub_ext.service.store import Store
 
-from objects import remove, running  # tests/k8s/objects.py
+from objects import running, two_team_cluster, two_teams  # tests/k8s/objects.py
 from waiting import until
 
 ADMIN = Identity(name="admin", admin=True)
 CAP = 7
 
 
-def two_teams(a: str, b: str):
-    return parse_tree({
-        "apiVersion": "scheduling.sigs.k8s.io/v1beta1", "kind": "ElasticQuotaTree",
-        "metadata": {"name": "elasticquotatree", "namespace": "kube-system"},
-        "spec": {"root": {"name": "root", "min": {"cpu": "20"}, "max": {"cpu": "20"}, "children": [
-            {"name": "a", "min": {"cpu": "10"}, "max": {"cpu": "20"}, "namespaces": [a]},
-            {"name": "b", "min": {"cpu": "10"}, "max": {"cpu": "20"}, "namespaces": [b]},
-        ]}}})
-
-
 @pytest.fixture
 def cluster(control_plane, api, seed_classes):
-    suffix = uuid.uuid4().hex[:6]
-    a, b = f"grace-a-{suffix}", f"grace-b-{suffix}"
-    for ns in (a, b):
-        control_plane.create_namespace(ns)
-    node, label = f"grace-{suffix}", {"tenancy-test/grace": suffix}
-    control_plane.add_node(node, {"cpu": "40", "memory": "256Gi"}, labels=label)
-    yield a, b, label
-    remove(api, (a, b), node)
+    yield from two_team_cluster(control_plane, api, "grace", "tenancy-test/grace")
 
 
 class DeletionGraces:
@@ -85,7 +66,7 @@ def pods_of(api, ns):
 
 @pytest.mark.asyncio
 async def test_a_reclaimed_borrower_is_evicted_with_the_capped_grace(api, cluster, tmp_path):
-    a, b, label = cluster
+    a, b, _, label = cluster
     key, value = next(iter(label.items()))
     backend = KubernetesBackend(api_client=api, node_label_selector=f"{key}={value}", node_selector=label,
                                 poll_seconds=0.3)
