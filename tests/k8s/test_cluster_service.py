@@ -157,6 +157,9 @@ async def test_jobs_report_status_from_the_cluster(control_plane, api, namespace
         pods = running_pods(api, namespace)
         assert sorted(p.spec.priority for p in pods) == [500_000, 1_000_000]
         assert {p.spec.node_name for p in pods} == {node_name}  # placed by kube-scheduler
+        # The service hears of the pods from its watches, after the test's own read of the cluster.
+        await until(lambda: controller.view(ok)["state"] == controller.view(bad)["state"] == "Running",
+                    "the service to see both jobs running", tick=controller.tick)
         await asyncio.sleep(2)  # Jobs' pods keep running until they end: 2 s in which nothing may change
         assert controller.view(ok)["state"] == controller.view(bad)["state"] == "Running"
         # what the container prints, read from the cluster (kwok serves it as a kubelet would)

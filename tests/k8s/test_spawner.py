@@ -74,8 +74,8 @@ def hub_config(p: dict) -> str:
         f"c.TenancyKubeSpawner.port = {p['server_port']}",
         f"c.TenancyKubeSpawner.node_selector = {p['node_labels']!r}",
         f"c.TenancyKubeSpawner.extra_labels = {p['pod_labels']!r}",
-        "c.TenancyKubeSpawner.start_timeout = 60",
-        "c.TenancyKubeSpawner.http_timeout = 30",
+        "c.TenancyKubeSpawner.start_timeout = 180",  # a loaded machine: the server's imports take their time
+        "c.TenancyKubeSpawner.http_timeout = 120",
         "c.TenancyKubeSpawner.poll_interval = 1  # notice a preempted server quickly",
         "c.JupyterHub.custom_scopes = {",
         "    'custom:tenancy:use': {'description': 'Use the scheduler.'},",
@@ -287,7 +287,7 @@ def test_notebook_pod_in_team_namespace_with_priority_labels_and_profile(setup):
     if not any(assigned in m for m in messages):
         wait_for(lambda: any(assigned in (e.message or "") for e in s.core.list_namespaced_event(s.ns["a"]).items),
                  "kube-scheduler's event for alice's pod", 20)
-    s.hub.wait_server_ready("alice", timeout=30)
+    s.hub.wait_server_ready("alice", timeout=180)
     # the server answers through the proxy: the hub reached it on the pod's IP
     r = s.hub.request("GET", "/user/alice/api/status", token=s.tokens["alice"])
     assert r.status_code == 200, r.text
@@ -336,7 +336,7 @@ def test_team_may_not_use_a_profile_it_is_not_given(setup):
 def test_user_in_two_teams_gets_the_pod_in_the_team_picked(setup):
     s = setup
     s.hub.start_server("erin", "", {"tenant": "team-b", "profile": "large"}, token=s.tokens["erin"])
-    s.hub.wait_server_ready("erin", timeout=40)
+    s.hub.wait_server_ready("erin", timeout=180)
     assert not notebook_pods(s, s.ns["a"], "erin")
     [pod] = notebook_pods(s, s.ns["b"], "erin")
     assert pod.metadata.labels[TENANT] == "team-b" and pod.metadata.labels[QUOTA_LEAF] == "root.b"
@@ -378,7 +378,7 @@ def test_training_job_from_a_user_preempts_her_notebook(setup):
     s = setup
     ns = s.ns["a"]
     s.hub.start_server("alice", "", {"profile": "small"}, token=s.tokens["alice"])
-    s.hub.wait_server_ready("alice", timeout=40)
+    s.hub.wait_server_ready("alice", timeout=180)
     [nb] = notebook_pods(s, ns, "alice")
     nb_wl = nb.metadata.labels[WORKLOAD_LABEL]
     me = TenancyClient(url=s.hub.url(API), token=s.tokens["alice"])
@@ -417,7 +417,7 @@ def test_training_job_from_a_user_preempts_her_notebook(setup):
     events = spawn_watching(s, "alice", {"profile": "small"})
     notice = [e["message"] for e in events if e.get("message", "").startswith("Your previous server was stopped at")]
     assert notice and f"Preempted by {ns}/more-" in notice[0], events
-    s.hub.wait_server_ready("alice", timeout=30)
+    s.hub.wait_server_ready("alice", timeout=180)
     # cancelled through the scheduler's API: the hub stops the server, the pod goes
     [nb2] = notebook_pods(s, ns, "alice")
     r = s.hub.request("DELETE", f"{API}/workloads/{nb2.metadata.labels[WORKLOAD_LABEL]}", token=s.tokens["alice"])

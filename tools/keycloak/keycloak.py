@@ -1,7 +1,8 @@
 """One Keycloak server for the identity tests, from the distribution ``fetch.sh`` caches.
 
 It runs ``kc.sh start-dev`` in a work folder of its own (its ``bin`` and ``conf`` copied, the
-cached ``lib``, ``providers`` and ``themes`` linked), with an in-memory database and the realm
+cached ``lib``, ``providers`` and ``themes`` linked), with a file database copied from the one its
+first start on this machine made (``_template``), and the realm
 ``realm-tenancy.json`` imported at start: users alice, bob, carol; groups data-science-alpha,
 data-science-beta, marketing; a ``groups`` claim mapper; the confidential client ``jupyterhub``.
 Tuned to boot fast: local caches, 127.0.0.1 only, no health or metrics endpoints, the JIT's
@@ -14,6 +15,7 @@ first tier only (a test server does little work).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -76,13 +78,35 @@ class Keycloak:
         shutil.copy(REALM_FILE, home / "data" / "import" / REALM_FILE.name)
         return home
 
+    def _template(self) -> Path:
+        """Where a database made by a first start is kept (beside the distribution): the schema
+        Keycloak's Liquibase creates at a first start took 36 of its 55 s on a busy two-core machine,
+        and every later start copies it instead. Keyed by the realm file: a changed realm makes a new one."""
+        dist = self.dist or fetch()
+        digest = hashlib.sha1(REALM_FILE.read_bytes() + dist.name.encode()).hexdigest()[:12]
+        return dist.parent / f"database-{digest}"
+
     def start(self, timeout: float = 240) -> "Keycloak":
         if not shutil.which("java"):
             raise KeycloakError("no java on PATH: Keycloak needs Java 17+ (scripts/install-system-packages installs it)")
+        template = self._template()
+        if not template.exists():
+            self._boot(timeout)  # the first start on this machine: schema, admin and realm made once
+            self.stop()
+            part = template.with_name(template.name + ".part")
+            shutil.rmtree(part, ignore_errors=True)
+            shutil.copytree(self.work / "keycloak" / "data" / "h2", part)
+            part.rename(template)
+        h2 = self._home() / "data" / "h2"
+        shutil.rmtree(h2, ignore_errors=True)
+        shutil.copytree(template, h2)
+        return self._boot(timeout)
+
+    def _boot(self, timeout: float) -> "Keycloak":
         home = self._home()
         env = {**os.environ, "KC_BOOTSTRAP_ADMIN_USERNAME": ADMIN, "KC_BOOTSTRAP_ADMIN_PASSWORD": ADMIN_PASSWORD,
                "JAVA_OPTS_APPEND": JAVA_OPTS_APPEND}
-        cmd = ["bash", str(home / "bin" / "kc.sh"), "start-dev", "--import-realm", "--db=dev-mem", "--cache=local",
+        cmd = ["bash", str(home / "bin" / "kc.sh"), "start-dev", "--import-realm", "--db=dev-file", "--cache=local",
                "--http-host=127.0.0.1", f"--http-port={self.port}", "--health-enabled=false",
                "--metrics-enabled=false"]
         started = time.monotonic()
