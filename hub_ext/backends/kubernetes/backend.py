@@ -451,6 +451,10 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         controller's health, as one line)."""
         return await self.checks.now()
 
+    def admitted(self, row, pod, prow) -> None:
+        if row.kind != "notebook":  # the spawner makes a notebook's pod; nothing follows it here
+            self.training.admitted(pod)
+
     async def start(self, row, pod, prow) -> None:
         if row.kind == "notebook":
             return  # the spawner creates the notebook pod

@@ -99,6 +99,13 @@ class Training:
                 await asyncio.sleep(backend.poll_seconds * 4)
         return self.jobs
 
+    def admitted(self, pod) -> None:
+        """Shown Pending from the moment it is admitted: never Running before the cluster says so."""
+        kind = POD if self.jobs is False or not self.backend.use_jobs else JOB
+        observe = getattr(self.backend.controller, "pod_observed", None)
+        if observe is not None:
+            observe(pod.uid, "Pending", None, f"its {kind.name} is being created on the cluster")
+
     async def start(self, row, pod) -> None:
         """Make the Job (or Pod) of an admitted training pod, then follow it until it ends; a create
         refused for good ends the pod with the API server's words."""
