@@ -83,3 +83,87 @@ class CpuMeter:
         if totals:
             totals["all"] = sum(totals.values())
         return {role: round(seconds, 1) for role, seconds in totals.items()}
+
+
+def _core_ticks() -> dict[str, tuple[int, int]]:
+    """``{"cpu0": (busy, total), ...}`` from ``/proc/stat`` (jiffies since boot); {} without it."""
+    out = {}
+    try:
+        lines = (_PROC / "stat").read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        if line.startswith("cpu") and line[3:4].isdigit():
+            name, *values = line.split()
+            ticks = [int(v) for v in values]
+            idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+            total = sum(ticks[:8])  # guest time is counted in user already
+            out[name] = (total - idle, total)
+    return out
+
+
+class CoreSampler:
+    """How busy each core was, second by second: ``start()``, the run, ``stop()`` ->
+    ``[(wall time at the end of the second, {"cpu0": 0.93, ...}), ...]`` (fractions of that second)."""
+
+    def __init__(self, interval: float = 1.0):
+        import threading
+
+        self.interval = interval
+        self.samples: list[tuple[float, dict[str, float]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="bench-cores", daemon=True)
+
+    def start(self) -> "CoreSampler":
+        """Start sampling; ``started`` (wall-clock) is when the first second began."""
+        import time
+
+        self._before, self.started = _core_ticks(), time.time()
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        import time
+
+        before, k = self._before, 0
+        while True:  # on a fixed schedule: a late sample (a loaded machine) does not shift the next ones
+            k += 1
+            end = self.started + k * self.interval
+            if self._stop.wait(max(0.0, end - time.time())):
+                break
+            now = _core_ticks()
+            busy = {}
+            for core, (b, t) in now.items():
+                b0, t0 = before.get(core, (b, t))
+                busy[core] = round((b - b0) / (t - t0), 2) if t > t0 else 0.0
+            self.samples.append((end, busy))  # its second, though read a little late
+            before = now
+
+    def stop(self) -> list[tuple[float, dict[str, float]]]:
+        self._stop.set()
+        self._thread.join(5)
+        return self.samples
+
+
+def affinity(pids: dict[str, int | None] | None = None) -> dict[str, str]:
+    """The cores each role's processes may run on, as Linux lists them (``0-1``), read from every
+    thread's ``/proc/<pid>/task/<tid>/status``: the control plane's processes (by name), ``pids``
+    (role -> pid) and this process, the ``"client"``. Threads of one role that differ are listed
+    each (``0 / 0-1``). Elsewhere (no ``/proc``): {}."""
+    roles: dict[str, set[str]] = {}
+    named = {pid: role for role, pid in (pids or {}).items() if pid}
+    named.setdefault(os.getpid(), "client")
+    for pid, role in {**_control_plane(), **named}.items():
+        try:
+            tasks = list((_PROC / str(pid) / "task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                status = (task / "status").read_text()
+            except OSError:
+                continue
+            for line in status.splitlines():
+                if line.startswith("Cpus_allowed_list:"):
+                    roles.setdefault(role, set()).add(line.split(":", 1)[1].strip())
+    return {role: " / ".join(sorted(lists)) for role, lists in sorted(roles.items())}

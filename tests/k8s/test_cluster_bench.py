@@ -4,11 +4,16 @@ are right (every pod runs, nothing is created twice, the JSON has its keys). Nev
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+PLAIN_STAGES = ("create sent", "Job created", "pod created", "pod bound", "Running")
+SERVICE_STAGES = ("submitted", "admitted", "create queued", "create slot", "create sent", "Job created", "pod created",
+                  "pod bound", "Running")
+CORES = {f"cpu{n}" for n in range(os.cpu_count())}  # every core of the machine, each second
 
 SETTINGS = {"bench", "run", "nodes", "node_cpu", "pod_cpu", "teams", "rounds", "components", "service"}
 ROW = {"bench", "pods", "plain_pods_per_s", "service_pods_per_s", "ratio", "submit_p50_ms", "submit_p99_ms",
@@ -29,6 +34,7 @@ def test_cluster_bench_small(control_plane, tmp_path):
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
     settings, row, backlog = rows
     assert SETTINGS <= set(settings) and settings["bench"] == "cluster-settings"
+    assert {"kube-apiserver", "etcd", "client"} <= set(settings["affinity"])  # the cores each may run on
     for name in ("kube-controller-manager", "kube-scheduler"):
         assert settings["components"][name]["source"] == "local process"  # this control plane's own
         assert settings["components"][name]["qps"] > 0
@@ -52,6 +58,18 @@ def test_cluster_bench_small(control_plane, tmp_path):
         assert watched["watch_events"] >= 3 * pods, watched
         assert watched["cpu_seconds"]["watcher"] > 0 and "watcher" not in plain["cpu_seconds"]
         assert one["watched_ratio"] == round(watched["pods_per_s"] / plain["pods_per_s"], 2)
+        # where each pod's time went: every stage recorded for every pod, on each side (stages.py), and
+        # a timeline in which every pod reached each stage once, with each core's load
+        for side, chain in ((plain, PLAIN_STAGES), (watched, PLAIN_STAGES), (service, SERVICE_STAGES)):
+            assert list(side["stages"]) == list(chain[1:])
+            for stage, f in side["stages"].items():
+                assert f["pods"] == pods and 0 <= f["p50_ms"] <= f["p95_ms"] <= f["max_ms"], (stage, f)
+            for stage in chain:
+                assert sum(r["entered"].get(stage, 0) for r in side["timeline"]) == pods, stage
+            assert [r["t"] for r in side["timeline"]] == list(range(len(side["timeline"])))
+            assert all(set(r["cores"]) == CORES for r in side["timeline"][:-1]), side["timeline"]
+        assert sum(r["entered"].get("answered", 0) for r in service["timeline"]) == pods
+        assert service["affinity"]["tenancy service"] and service["affinity"]["jupyterhub"]
     assert row["ratio"] == round(sum(r["ratio"] for r in row["rounds"]) / 2, 2)  # the median of two
     assert row["ratio"] > 0 and row["submit_p99_ms"] >= row["submit_p50_ms"] > 0
     assert row["service_cpu_seconds"]["tenancy service"] == round(

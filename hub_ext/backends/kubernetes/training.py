@@ -32,6 +32,7 @@ class Training:
         self.backend = backend  # its configuration, controller, calls, ``ours`` and ``follower``
         self.jobs: bool | None = None  # whether training pods are made as Jobs (None: not discovered yet)
         self.slots: asyncio.Semaphore | None = None  # made on the loop, at the first create
+        self.stages = None  # the benchmark's StageLog (``stage_log``), or None
 
     # -- manifests -------------------------------------------------------------------------
     def labels(self, row) -> dict:
@@ -110,6 +111,8 @@ class Training:
         """Make the Job (or Pod) of an admitted training pod, then follow it until it ends; a create
         refused for good ends the pod with the API server's words."""
         backend, ours = self.backend, self.backend.ours
+        if self.stages is not None:
+            self.stages.started(row.namespace, pod.name)
         ours.watch_pods()
         created = ours.creating[pod.uid] = asyncio.Event()
         f = None
@@ -156,6 +159,8 @@ class Training:
         while True:
             try:
                 async with self._slots():
+                    if self.stages is not None:
+                        return await self.stages.create(calls, backend.api.create, kind, body), None
                     return await calls.call(backend.api.create, kind, body), None
             except KubernetesError as err:
                 if err.status == 409 and asyncio.get_running_loop().time() <= deadline:

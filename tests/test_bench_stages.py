@@ -1,0 +1,64 @@
+"""The cluster benchmark's stage figures and timeline (pure), and its per-core sampler (/proc/stat)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from hub_ext.bench import stages
+from hub_ext.bench.cpu import CoreSampler
+
+CHAIN = ("create sent", "Job created", "pod created", "Running")
+
+
+def test_each_stage_is_the_wait_from_the_one_before_over_the_pods_that_reached_both():
+    moments = {f"ns/p{i}": {"create sent": 100.0, "Job created": 100.0 + 0.01 * (i + 1),
+                            "pod created": 100.5 + 0.01 * (i + 1), "Running": 102.0} for i in range(10)}
+    del moments["ns/p9"]["pod created"]  # a pod the watch missed: not counted where that moment is needed
+    figures = stages.stage_figures(moments, CHAIN)
+    assert list(figures) == ["Job created", "pod created", "Running"]
+    assert figures["Job created"] == {"from": "create sent", "pods": 10, "p50_ms": 60.0, "p95_ms": 100.0, "max_ms": 100.0}
+    assert figures["pod created"]["pods"] == figures["Running"]["pods"] == 9
+    assert figures["pod created"]["p50_ms"] == 500.0
+    assert figures["Running"]["max_ms"] == pytest.approx(1490.0)
+    assert stages.stage_figures({}, CHAIN)["Running"] == {"from": "pod created", "pods": 0}
+
+
+def test_the_timeline_counts_pods_per_second_and_puts_each_core_sample_in_its_second():
+    moments = {"a": {"create sent": 10.1, "Running": 12.2}, "b": {"create sent": 10.9, "Running": 13.0},
+               "c": {"create sent": 11.5}}
+    cores = [(11.0, {"cpu0": 0.5, "cpu1": 1.0}), (12.02, {"cpu0": 0.25, "cpu1": 0.0}), (20.0, {"cpu0": 0.1})]
+    rows = stages.timeline(moments, ("create sent", "Running"), start=10.0, cores=cores)
+    assert [r["t"] for r in rows] == [0, 1, 2, 3]  # to the last pod's last moment, not the last sample
+    assert [r["entered"] for r in rows] == [{"create sent": 2}, {"create sent": 1}, {"Running": 1}, {"Running": 1}]
+    assert rows[0]["cores"] == {"cpu0": 0.5, "cpu1": 1.0} and rows[1]["cores"] == {"cpu0": 0.25, "cpu1": 0.0}
+    assert rows[2]["cores"] == {}
+    text = "\n".join(stages.lines("plain", {"stages": stages.stage_figures(moments, ("create sent", "Running")),
+                                            "timeline": rows}))
+    assert "create sent -> Running" in text and "2100.0" in text  # a's and b's waits, 2.1 s each
+    assert "busy %" in text and "cpu1" in text
+
+
+def test_figures_add_the_reply_to_the_timeline_only_when_it_was_recorded():
+    moments = {"a": {"submitted": 1.0, "answered": 1.2, "admitted": 1.1}}
+    out = stages.figures(moments, ("submitted", "admitted"), start=1.0)
+    assert out["timeline"][0]["entered"] == {"submitted": 1, "admitted": 1, "answered": 1}
+    assert "answered" not in out["stages"]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="no /proc/stat here")
+def test_the_core_sampler_reads_each_core_each_interval():
+    sampler = CoreSampler(interval=0.05).start()
+    deadline = time.monotonic() + 10
+    while len(sampler.samples) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    samples = sampler.stop()
+    assert len(samples) >= 3
+    ends = [t for t, _ in samples]
+    assert ends == sorted(ends)
+    for _, busy in samples:
+        assert len(busy) == len(os.sched_getaffinity(0)) or len(busy) >= 1
+        assert all(0.0 <= v <= 1.0 for v in busy.values()), busy
+
