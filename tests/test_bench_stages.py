@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import pytest
@@ -62,3 +63,29 @@ def test_the_core_sampler_reads_each_core_each_interval():
         assert len(busy) == len(os.sched_getaffinity(0)) or len(busy) >= 1
         assert all(0.0 <= v <= 1.0 for v in busy.values()), busy
 
+
+def _cluster_bench():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "bench" / "cluster_bench.py"
+    spec = importlib.util.spec_from_file_location("cluster_bench", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="no CPU affinity here")
+def test_pin_takes_two_sets_of_this_machines_cores_and_names_what_is_wrong():
+    import argparse
+
+    bench = _cluster_bench()
+    usable = sorted(os.sched_getaffinity(0))
+    first, last = usable[0], usable[-1]
+    assert bench.pin(f"{first}:{last}") == ({first}, {last})
+    assert bench.cpu_list("0-2,5") == {0, 1, 2, 5}
+    for text, message in (("0", "give two sets of cores"), ("a:0", "control plane's cores: 'a' is not a core"),
+                          (f"{first}:3-1", "rest's cores: '3-1' is a range that ends before it starts"),
+                          (f"{first}:{last + 1}", f"rest's cores [{last + 1}] are not among this machine's usable")):
+        with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
+            bench.pin(text)

@@ -45,7 +45,7 @@ def measure(args) -> list[dict]:
     cluster = Cluster(args.cluster, run)
     settings = {"bench": "cluster-settings", "run": run, "nodes": args.nodes, "node_cpu": args.node_cpu,
                 "pod_cpu": args.pod_cpu, "teams": TEAMS, "rounds": args.rounds,
-                "components": component_qps(args.cluster), "affinity": affinity(),
+                "components": component_qps(args.cluster), "affinity": affinity(kubeconfig=args.cluster),
                 "service": {"api_qps": args.service_qps, "api_burst": args.service_burst,
                             "create_concurrency": args.create_concurrency}}
     yield settings
@@ -170,7 +170,7 @@ def _throughput(procs: HubAndService, cluster: Cluster, teams: dict, size: int, 
     counter = RunningCounter(cluster.kubeconfig, cluster.selector).start()
     try:
         roles = {"tenancy service": procs.service_pid, "jupyterhub": procs.hub_pid}
-        meter = CpuMeter(roles).start()
+        meter = CpuMeter(roles, cluster.kubeconfig).start()
         cores = CoreSampler().start()
         wall = cores.started
         submitted = asyncio.run(submit_all(procs.service_url, jobs))
@@ -186,7 +186,8 @@ def _throughput(procs: HubAndService, cluster: Cluster, teams: dict, size: int, 
                 "submit_seconds": round(submit_s, 2), **latency_figures(submitted["latencies"]),
                 "pods_made_seconds": round(counter.last_created - submitted["started"], 2),
                 "running": len(counter.running), "pods_seen": len(counter.created), "jobs_created": made,
-                "workloads": len(set(submitted["ids"])), "cpu_seconds": used, "affinity": affinity(roles),
+                "workloads": len(set(submitted["ids"])), "cpu_seconds": used,
+                "affinity": affinity(roles, cluster.kubeconfig),
                 **stages.figures(moments, stages.SERVICE, wall, samples)}
     finally:
         counter.stop()

@@ -35,21 +35,41 @@ def _cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / _ticks_per_second()
 
 
-def _control_plane() -> dict[int, str]:
-    found = {}
+def _control_plane(kubeconfig: str | None = None) -> dict[int, str]:
+    """pid -> role of the control plane's processes on this machine; with ``kubeconfig``, only those
+    of its cluster (other control planes may run beside it: tests, other work): the kube-apiserver
+    on its port, the etcd that API server uses, the components whose kubeconfig names that server."""
+    found: dict[int, tuple[str, list[str]]] = {}
     if not _PROC.is_dir():
-        return found
+        return {}
     for entry in _PROC.iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            argv0 = (entry / "cmdline").read_bytes().split(b"\0", 1)[0].decode(errors="replace")
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
-        name = os.path.basename(argv0)
+        name = os.path.basename(argv[0])
         if name in CONTROL_PLANE:
-            found[int(entry.name)] = name
-    return found
+            found[int(entry.name)] = (name, argv)
+    if kubeconfig is None:
+        return {pid: name for pid, (name, _) in found.items()}
+    from .kube import _server_of
+
+    server = _server_of(kubeconfig)
+    port = server.rsplit(":", 1)[-1].strip("/") if server else None
+
+    def flag(argv, key):
+        return next((a.split("=", 1)[1] for a in argv if a.startswith(f"--{key}=")), None)
+
+    ours = {pid: name for pid, (name, argv) in found.items()
+            if (name == "kube-apiserver" and flag(argv, "secure-port") == port) or
+            (name not in ("kube-apiserver", "etcd") and flag(argv, "kubeconfig")
+             and _server_of(flag(argv, "kubeconfig")) == server)}
+    etcds = {url for pid in ours for url in (flag(found[pid][1], "etcd-servers") or "").split(",") if url}
+    ours.update({pid: name for pid, (name, argv) in found.items()
+                 if name == "etcd" and set((flag(argv, "listen-client-urls") or "").split(",")) & etcds})
+    return ours
 
 
 class CpuMeter:
@@ -58,14 +78,15 @@ class CpuMeter:
     ``pids`` names more processes by role (``{"tenancy service": pid}``); this process is the
     ``"client"``. A process gone by the end of the run is left out (its last reading is lost with it)."""
 
-    def __init__(self, pids: dict[str, int | None] | None = None):
+    def __init__(self, pids: dict[str, int | None] | None = None, kubeconfig: str | None = None):
+        self.kubeconfig = kubeconfig  # only this cluster's control plane (see _control_plane)
         self.roles = {pid: role for role, pid in (pids or {}).items() if pid}
         self.roles.setdefault(os.getpid(), "client")
         self._start: dict[int, tuple[str, float]] = {}
 
     def _read(self) -> dict[int, tuple[str, float]]:
         out = {}
-        for pid, role in {**_control_plane(), **self.roles}.items():
+        for pid, role in {**_control_plane(self.kubeconfig), **self.roles}.items():
             seconds = _cpu_seconds(pid)
             if seconds is not None:
                 out[pid] = (role, seconds)
@@ -145,15 +166,16 @@ class CoreSampler:
         return self.samples
 
 
-def affinity(pids: dict[str, int | None] | None = None) -> dict[str, str]:
+def affinity(pids: dict[str, int | None] | None = None, kubeconfig: str | None = None) -> dict[str, str]:
     """The cores each role's processes may run on, as Linux lists them (``0-1``), read from every
-    thread's ``/proc/<pid>/task/<tid>/status``: the control plane's processes (by name), ``pids``
+    thread's ``/proc/<pid>/task/<tid>/status``: the control plane's processes (by name; with
+    ``kubeconfig`` only its cluster's), ``pids``
     (role -> pid) and this process, the ``"client"``. Threads of one role that differ are listed
     each (``0 / 0-1``). Elsewhere (no ``/proc``): {}."""
     roles: dict[str, set[str]] = {}
     named = {pid: role for role, pid in (pids or {}).items() if pid}
     named.setdefault(os.getpid(), "client")
-    for pid, role in {**_control_plane(), **named}.items():
+    for pid, role in {**_control_plane(kubeconfig), **named}.items():
         try:
             tasks = list((_PROC / str(pid) / "task").iterdir())
         except OSError:

@@ -37,7 +37,7 @@ def run_plain(cluster: Cluster, namespaces: list[str], pods: int, *, cpu: str, m
             cluster.batch.create_namespaced_job(ns, job(f"plain-{i}", cluster.run, cpu, memory, priority_class))
             moments["Job created"] = time.time()
 
-        meter = CpuMeter(pids).start()
+        meter = CpuMeter(pids, cluster.kubeconfig).start()
         cores = CoreSampler().start()
         started, wall = time.monotonic(), cores.started
         with ThreadPoolExecutor(concurrency) as pool:

@@ -93,3 +93,20 @@ def test_cluster_bench_small(control_plane, tmp_path):
         assert not client.CoreV1Api(api).list_namespace(label_selector=selector).items
     finally:
         api.close()
+
+
+def test_only_this_clusters_control_plane_is_measured(control_plane, tmp_path):
+    """Other control planes on the machine (another test's, other work's) are not counted: the
+    processes are picked by the kubeconfig's server (the API server's port, its etcd, the
+    components that talk to it)."""
+    from hub_ext.bench.cpu import CpuMeter, _control_plane, affinity
+
+    found = _control_plane(str(control_plane.kubeconfig))
+    assert sorted(found.values()) == sorted(control_plane.pids())  # each of its five, by name
+    assert {pid: role for pid, role in found.items()} == {pid: name for name, pid in control_plane.pids().items()}
+    other = tmp_path / "other.kubeconfig"  # a cluster with no process here
+    other.write_text(control_plane.kubeconfig.read_text().replace(control_plane.server, "https://127.0.0.1:1"))
+    assert _control_plane(str(other)) == {}
+    assert set(affinity(kubeconfig=str(control_plane.kubeconfig))) == {*control_plane.pids(), "client"}
+    meter = CpuMeter(kubeconfig=str(control_plane.kubeconfig)).start()
+    assert set(meter.stop()) <= {*control_plane.pids(), "client", "all"}
