@@ -89,3 +89,29 @@ def test_pin_takes_two_sets_of_this_machines_cores_and_names_what_is_wrong():
                           (f"{first}:{last + 1}", f"rest's cores [{last + 1}] are not among this machine's usable")):
         with pytest.raises(argparse.ArgumentTypeError, match=re.escape(message)):
             bench.pin(text)
+
+
+METRICS_BEFORE = """# TYPE apiserver_request_total counter
+apiserver_request_total{code="201",component="apiserver",group="batch",resource="jobs",scope="resource",subresource="",verb="POST",version="v1"} 10
+apiserver_request_total{code="200",component="apiserver",group="",resource="pods",scope="resource",subresource="status",verb="PATCH",version="v1"} 4
+# TYPE apiserver_watch_events_total counter
+apiserver_watch_events_total{group="",resource="pods",version="v1"} 100
+# TYPE apiserver_watch_events_sizes histogram
+apiserver_watch_events_sizes_bucket{group="",resource="pods",version="v1",le="+Inf"} 100
+apiserver_watch_events_sizes_sum{group="",resource="pods",version="v1"} 250000
+apiserver_watch_events_sizes_count{group="",resource="pods",version="v1"} 100
+"""
+
+
+def test_what_a_side_asked_of_the_api_server_is_the_difference_of_its_counters():
+    from hub_ext.bench import apiserver
+
+    after = METRICS_BEFORE.replace("} 10\n", "} 110\n").replace('version="v1"} 100\n# TYPE', 'version="v1"} 400\n# TYPE') \
+        .replace("} 250000", "} 1000000") + \
+        'apiserver_request_total{code="201",component="apiserver",group="",resource="pods",scope="resource",subresource="binding",verb="POST",version="v1"} 100\n'
+    asked = apiserver.difference(apiserver.parse(METRICS_BEFORE), apiserver.parse(after))
+    assert asked == {"requests": {"POST jobs": 100, "POST pods/binding": 100},  # PATCH pods/status: unchanged
+                     "watch_events": {"pods": 300}, "watch_bytes": {"pods": 750000}}
+    assert apiserver.line(asked) == ("    API server: 200 requests (POST jobs 100, POST pods/binding 100); 300 watch "
+                                     "events, 0.8 MB (pods 300 (0.8 MB))")
+    assert apiserver.difference(None, apiserver.parse(after)) == {} and apiserver.line({}) is None

@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import stages
+from . import apiserver, stages
 from .cpu import CoreSampler, CpuMeter, affinity
 from .hubproc import API, HubAndService, request
 from .kube import BenchError, Cluster, RunningCounter, component_qps
@@ -171,6 +171,7 @@ def _throughput(procs: HubAndService, cluster: Cluster, teams: dict, size: int, 
     try:
         roles = {"tenancy service": procs.service_pid, "jupyterhub": procs.hub_pid}
         meter = CpuMeter(roles, cluster.kubeconfig).start()
+        asked = apiserver.scrape(cluster.api)
         cores = CoreSampler().start()
         wall = cores.started
         submitted = asyncio.run(submit_all(procs.service_url, jobs))
@@ -179,6 +180,7 @@ def _throughput(procs: HubAndService, cluster: Cluster, teams: dict, size: int, 
         took = last - submitted["started"]
         used = meter.stop()
         samples = cores.stop()
+        asked = apiserver.difference(asked, apiserver.scrape(cluster.api))
         moments = _service_moments(procs, users, submitted["moments"], counter.seen())
         time.sleep(args.settle)  # anything made twice would show now
         made = sum(len(cluster.batch.list_namespaced_job(ns).items) for ns in teams.values())
@@ -187,7 +189,7 @@ def _throughput(procs: HubAndService, cluster: Cluster, teams: dict, size: int, 
                 "pods_made_seconds": round(counter.last_created - submitted["started"], 2),
                 "running": len(counter.running), "pods_seen": len(counter.created), "jobs_created": made,
                 "workloads": len(set(submitted["ids"])), "cpu_seconds": used,
-                "affinity": affinity(roles, cluster.kubeconfig),
+                "affinity": affinity(roles, cluster.kubeconfig), "api_server": asked,
                 **stages.figures(moments, stages.SERVICE, wall, samples)}
     finally:
         counter.stop()
@@ -286,14 +288,20 @@ def _line(row: dict) -> str:
                 f"(rounds: {', '.join(str(r['ratio']) for r in row['rounds'])})  "
                 f"submit p50 {row['submit_p50_ms']} ms p99 {row['submit_p99_ms']} ms{_cpu_line(row)}{_watched_line(row)}"
                 + "".join("\n" + line for i, r in enumerate(row["rounds"]) for side, title in (
-                    ("plain", "plain kube-scheduler"), ("service", "the service (REST)"))
-                          for line in stages.lines(f"round {i + 1}, {title}", r[side])))
+                    ("plain", "plain kube-scheduler"), ("watched", "plain with only the service's watches"),
+                    ("service", "the service (REST)")) if side in r
+                          for line in _side_lines(f"round {i + 1}, {title}", r[side])))
     return (f"{row['queued']} queued: submit p50 {row['queued_submit_p50_ms']} ms p99 {row['queued_submit_p99_ms']} ms "
             f"({row['probes']} submits from ten users at once; the queue filled in {row['queue_fill_seconds']} s); "
             f"one user's submits one at a time: p50 {row['queued_single_submit_p50_ms']} ms "
             f"p99 {row['queued_single_submit_p99_ms']} ms ({row['single_submits']} submits, each starting at once); "
             f"one user's submits joining the queue: p50 {row['queued_waiting_submit_p50_ms']} ms "
             f"p99 {row['queued_waiting_submit_p99_ms']} ms ({row['waiting_submits']} submits)")
+
+
+def _side_lines(title: str, side: dict) -> list[str]:
+    asked = apiserver.line(side.get("api_server") or {})
+    return stages.lines(title, side) + ([asked] if asked else [])
 
 
 def _watched_line(row: dict) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from . import stages
+from . import apiserver, stages
 from .cpu import CoreSampler, CpuMeter
 from .kube import RUN_LABEL, Cluster, RunningCounter
 
@@ -38,6 +38,7 @@ def run_plain(cluster: Cluster, namespaces: list[str], pods: int, *, cpu: str, m
             moments["Job created"] = time.time()
 
         meter = CpuMeter(pids, cluster.kubeconfig).start()
+        asked = apiserver.scrape(cluster.api)
         cores = CoreSampler().start()
         started, wall = time.monotonic(), cores.started
         with ThreadPoolExecutor(concurrency) as pool:
@@ -47,12 +48,13 @@ def run_plain(cluster: Cluster, namespaces: list[str], pods: int, *, cpu: str, m
         took = last - started
         used = meter.stop()
         samples = cores.stop()
+        asked = apiserver.difference(asked, apiserver.scrape(cluster.api))
         seen = counter.seen()
         moments = {key: {**m, **seen.get(key, {})} for key, m in sent.items()}
         return {"pods": pods, "seconds": round(took, 2), "pods_per_s": round(pods / took, 1),
                 "create_seconds": round(created_s, 2), "pods_made_seconds": round(counter.last_created - started, 2),
                 "running": len(counter.running),
-                "pods_seen": len(counter.created), "cpu_seconds": used,
+                "pods_seen": len(counter.created), "cpu_seconds": used, "api_server": asked,
                 **stages.figures(moments, stages.PLAIN, wall, samples)}
     finally:
         counter.stop()

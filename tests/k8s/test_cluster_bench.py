@@ -69,6 +69,11 @@ def test_cluster_bench_small(control_plane, tmp_path):
             assert [r["t"] for r in side["timeline"]] == list(range(len(side["timeline"])))
             assert all(set(r["cores"]) == CORES for r in side["timeline"][:-1]), side["timeline"]
         assert sum(r["entered"].get("answered", 0) for r in service["timeline"]) == pods
+        # what each side asked of the API server (its counters): a Job and a binding per pod, the pods' watch events
+        for side in (plain, watched, service):
+            asked = side["api_server"]
+            assert asked["requests"]["POST jobs"] >= pods and asked["requests"]["POST pods/binding"] >= pods, asked
+            assert asked["watch_events"]["pods"] >= 3 * pods and asked["watch_bytes"]["pods"] > 0, asked
         assert service["affinity"]["tenancy service"] and service["affinity"]["jupyterhub"]
     assert row["ratio"] == round(sum(r["ratio"] for r in row["rounds"]) / 2, 2)  # the median of two
     assert row["ratio"] > 0 and row["submit_p99_ms"] >= row["submit_p50_ms"] > 0
