@@ -115,3 +115,33 @@ def test_what_a_side_asked_of_the_api_server_is_the_difference_of_its_counters()
     assert apiserver.line(asked) == ("    API server: 200 requests (POST jobs 100, POST pods/binding 100); 300 watch "
                                      "events, 0.8 MB (pods 300 (0.8 MB))")
     assert apiserver.difference(None, apiserver.parse(after)) == {} and apiserver.line({}) is None
+
+
+def test_the_backends_stage_log_is_off_by_default_and_writes_a_line_per_create(tmp_path):
+    import asyncio
+    import json
+
+    from hub_ext.backends.kubernetes.api import JOB
+    from hub_ext.backends.kubernetes.backend import KubernetesBackend
+
+    assert KubernetesBackend(api_client=object(), quota_tree_object="").training.stages is None
+    backend = KubernetesBackend(api_client=object(), quota_tree_object="", stage_log=str(tmp_path / "stages.jsonl"))
+    made = []
+
+    def create(kind, body):  # the API server's answer, on a worker thread
+        made.append((kind, body["metadata"]["name"]))
+        return {"metadata": {"uid": "u1", **body["metadata"]}}
+
+    async def main():
+        backend.training.stages.started("ns", "job-1-0")
+        return await backend.training.stages.create(backend.calls, create, JOB,
+                                                    {"metadata": {"name": "job-1-0", "namespace": "ns"}})
+
+    try:
+        assert asyncio.run(main())["metadata"]["uid"] == "u1" and made == [(JOB, "job-1-0")]
+    finally:
+        backend.close()
+    [line] = (tmp_path / "stages.jsonl").read_text().splitlines()
+    entry = json.loads(line)
+    assert entry["namespace"] == "ns" and entry["name"] == "job-1-0" and entry["kind"] == "Job"
+    assert entry["queued"] <= entry["slot"] <= entry["sent"] <= entry["created"]

@@ -554,3 +554,5 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             watch.stop()
         self.datasets.close()
         self._executor.shutdown(wait=False, cancel_futures=True)
+        if self.training.stages is not None:
+            self.training.stages.close()

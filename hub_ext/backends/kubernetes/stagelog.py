@@ -35,3 +35,6 @@ class StageLog:
         obj = await calls.call(timed)
         self.file.write(json.dumps(times) + "\n")
         return obj
+
+    def close(self) -> None:
+        self.file.close()
