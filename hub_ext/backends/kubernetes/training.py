@@ -105,7 +105,9 @@ class Training:
         kind = POD if self.jobs is False or not self.backend.use_jobs else JOB
         observe = getattr(self.backend.controller, "pod_observed", None)
         if observe is not None:
-            observe(pod.uid, "Pending", None, f"its {kind.name} is being created on the cluster")
+            # the pass tells the listeners of what it admitted, once (a view each here, mid-pass, would
+            # work out the queue's positions again for every pod admitted)
+            observe(pod.uid, "Pending", None, f"its {kind.name} is being created on the cluster", notify=False)
 
     async def start(self, row, pod) -> None:
         """Make the Job (or Pod) of an admitted training pod, then follow it until it ends; a create
