@@ -129,6 +129,11 @@ class Backend(HasTraits, metaclass=_BackendMeta):
         objects it would create (an accelerate's dry run shows them). No I/O. The default: nothing."""
         return []
 
+    def admitted(self, workload, pod, row) -> None:
+        """The pass that admitted ``pod`` calls this before ``start`` is scheduled (and before the
+        submit that waited for the pass is answered): a backend whose pods run only once the cluster
+        says so marks it Pending here (``controller.pod_observed``). The default does nothing."""
+
     async def forget(self, workload, pod, row) -> None:
         """A started pod was lost (its node went, it was deleted under us) and is queued again: remove
         what is left of it, never adopting it again. The default stops it."""

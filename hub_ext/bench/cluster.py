@@ -28,14 +28,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from .cpu import CpuMeter
-from .hubproc import HubAndService
+from . import apiserver, stages
+from .cpu import CoreSampler, CpuMeter, affinity
+from .hubproc import API, HubAndService, request
 from .kube import BenchError, Cluster, RunningCounter, component_qps
 from .plain import run_plain
 from .service_load import latency_figures, submit_all, training
 from .watcher import Watcher
 
 TEAMS = 10
+STAGE_LOG = "stages.jsonl"  # the service's KubernetesBackend.stage_log, in its workdir
 
 
 def measure(args) -> list[dict]:
@@ -43,7 +45,7 @@ def measure(args) -> list[dict]:
     cluster = Cluster(args.cluster, run)
     settings = {"bench": "cluster-settings", "run": run, "nodes": args.nodes, "node_cpu": args.node_cpu,
                 "pod_cpu": args.pod_cpu, "teams": TEAMS, "rounds": args.rounds,
-                "components": component_qps(args.cluster),
+                "components": component_qps(args.cluster), "affinity": affinity(kubeconfig=args.cluster),
                 "service": {"api_qps": args.service_qps, "api_burst": args.service_burst,
                             "create_concurrency": args.create_concurrency}}
     yield settings
@@ -136,7 +138,8 @@ def _service(cluster: Cluster, size: int, args, tag: str, queued: int) -> tuple[
     workdir = Path(tempfile.mkdtemp(prefix=f"tenancy-bench-{cluster.run}-{size}-", dir=args.workdir))
     backend = {"node_label_selector": cluster.selector, "node_selector": {"tenancy-bench": cluster.run},
                "extra_labels": {"tenancy-bench": cluster.run}, "api_qps": args.service_qps,
-               "api_burst": args.service_burst, "create_concurrency": args.create_concurrency}
+               "api_burst": args.service_burst, "create_concurrency": args.create_concurrency,
+               "stage_log": str(workdir / STAGE_LOG)}
     procs = HubAndService(workdir, args.cluster, cluster.run, teams, backend)
     profiler, ok = None, False
     try:
@@ -166,21 +169,66 @@ def _throughput(procs: HubAndService, cluster: Cluster, teams: dict, size: int, 
             for i in range(size)]
     counter = RunningCounter(cluster.kubeconfig, cluster.selector).start()
     try:
-        meter = CpuMeter({"tenancy service": procs.service_pid, "jupyterhub": procs.hub_pid}).start()
+        roles = {"tenancy service": procs.service_pid, "jupyterhub": procs.hub_pid}
+        meter = CpuMeter(roles, cluster.kubeconfig).start()
+        asked = apiserver.scrape(cluster.api)
+        cores = CoreSampler().start()
+        wall = cores.started
         submitted = asyncio.run(submit_all(procs.service_url, jobs))
         submit_s = time.monotonic() - submitted["started"]
         last = counter.wait(size, args.timeout)
         took = last - submitted["started"]
         used = meter.stop()
+        samples = cores.stop()
+        asked = apiserver.difference(asked, apiserver.scrape(cluster.api))
+        moments = _service_moments(procs, users, submitted["moments"], counter.seen())
         time.sleep(args.settle)  # anything made twice would show now
         made = sum(len(cluster.batch.list_namespaced_job(ns).items) for ns in teams.values())
         return {"pods": size, "seconds": round(took, 2), "pods_per_s": round(size / took, 1),
                 "submit_seconds": round(submit_s, 2), **latency_figures(submitted["latencies"]),
                 "pods_made_seconds": round(counter.last_created - submitted["started"], 2),
                 "running": len(counter.running), "pods_seen": len(counter.created), "jobs_created": made,
-                "workloads": len(set(submitted["ids"])), "cpu_seconds": used}
+                "workloads": len(set(submitted["ids"])), "cpu_seconds": used,
+                "affinity": affinity(roles, cluster.kubeconfig), "api_server": asked,
+                **stages.figures(moments, stages.SERVICE, wall, samples)}
     finally:
         counter.stop()
+
+
+def _service_moments(procs: HubAndService, users: list[tuple[str, str]], submits: dict, seen: dict) -> dict:
+    """Each pod's moments (stages.py), keyed "namespace/job name": its submit's (the client's), its
+    admission (each user's workloads read through the API, after the run), its create's (the
+    service's stage log) and what the watch saw."""
+    moments: dict[str, dict[str, float]] = {}
+    for token, _ in users:
+        after = None
+        while True:
+            query = "mine=true&limit=500" + (f"&continue={after}" if after else "")
+            status, body = request("GET", f"{procs.service_url}{API}/workloads?{query}", token, timeout=60)
+            if status != 200:
+                raise BenchError(f"the service did not list a user's workloads ({status}): {body}")
+            for view in body["workloads"]:
+                submit = submits.get(view["id"], {})
+                for pod in view["pods"]:
+                    m = moments.setdefault(f"{view['namespace']}/{pod['name']}", dict(submit))
+                    if pod.get("startedAt"):
+                        m["admitted"] = pod["startedAt"]
+            after = body.get("continue")
+            if not after:
+                break
+    try:
+        lines = (procs.workdir / STAGE_LOG).read_text().splitlines()
+    except OSError:
+        lines = []
+    names = {"queued": "create queued", "slot": "create slot", "sent": "create sent", "created": "Job created"}
+    for line in lines:
+        entry = json.loads(line)
+        m = moments.get(f"{entry['namespace']}/{entry['name']}")
+        if m is not None:
+            m.update({stage: entry[key] for key, stage in names.items() if entry.get(key) is not None})
+    for key, m in moments.items():
+        m.update(seen.get(key, {}))
+    return moments
 
 
 def _backlog(procs: HubAndService, teams: dict, queued: int, args) -> dict:
@@ -232,18 +280,28 @@ def _line(row: dict) -> str:
         svc = row["service"]
         return (f"run {row['run']}: {row['nodes']} kwok nodes of {row['node_cpu']} CPU, pods of {row['pod_cpu']} CPU, "
                 f"{row['teams']} teams, {row['rounds']} round(s), medians; {comps}; service api_qps {svc['api_qps']}/burst {svc['api_burst']}, "
-                f"create_concurrency {svc['create_concurrency']}")
+                f"create_concurrency {svc['create_concurrency']}"
+                + (f"; cores: {', '.join(f'{k} {v}' for k, v in row['affinity'].items())}" if row.get("affinity") else ""))
     if kind == "cluster":
         return (f"{row['pods']:>6} pods  plain kube-scheduler {row['plain_pods_per_s']:>7} pods/s  "
                 f"service (REST) {row['service_pods_per_s']:>7} pods/s  ratio {row['ratio']}x "
                 f"(rounds: {', '.join(str(r['ratio']) for r in row['rounds'])})  "
-                f"submit p50 {row['submit_p50_ms']} ms p99 {row['submit_p99_ms']} ms{_cpu_line(row)}{_watched_line(row)}")
+                f"submit p50 {row['submit_p50_ms']} ms p99 {row['submit_p99_ms']} ms{_cpu_line(row)}{_watched_line(row)}"
+                + "".join("\n" + line for i, r in enumerate(row["rounds"]) for side, title in (
+                    ("plain", "plain kube-scheduler"), ("watched", "plain with only the service's watches"),
+                    ("service", "the service (REST)")) if side in r
+                          for line in _side_lines(f"round {i + 1}, {title}", r[side])))
     return (f"{row['queued']} queued: submit p50 {row['queued_submit_p50_ms']} ms p99 {row['queued_submit_p99_ms']} ms "
             f"({row['probes']} submits from ten users at once; the queue filled in {row['queue_fill_seconds']} s); "
             f"one user's submits one at a time: p50 {row['queued_single_submit_p50_ms']} ms "
             f"p99 {row['queued_single_submit_p99_ms']} ms ({row['single_submits']} submits, each starting at once); "
             f"one user's submits joining the queue: p50 {row['queued_waiting_submit_p50_ms']} ms "
             f"p99 {row['queued_waiting_submit_p99_ms']} ms ({row['waiting_submits']} submits)")
+
+
+def _side_lines(title: str, side: dict) -> list[str]:
+    asked = apiserver.line(side.get("api_server") or {})
+    return stages.lines(title, side) + ([asked] if asked else [])
 
 
 def _watched_line(row: dict) -> str:

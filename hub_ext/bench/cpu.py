@@ -35,21 +35,41 @@ def _cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / _ticks_per_second()
 
 
-def _control_plane() -> dict[int, str]:
-    found = {}
+def _control_plane(kubeconfig: str | None = None) -> dict[int, str]:
+    """pid -> role of the control plane's processes on this machine; with ``kubeconfig``, only those
+    of its cluster (other control planes may run beside it: tests, other work): the kube-apiserver
+    on its port, the etcd that API server uses, the components whose kubeconfig names that server."""
+    found: dict[int, tuple[str, list[str]]] = {}
     if not _PROC.is_dir():
-        return found
+        return {}
     for entry in _PROC.iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            argv0 = (entry / "cmdline").read_bytes().split(b"\0", 1)[0].decode(errors="replace")
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
-        name = os.path.basename(argv0)
+        name = os.path.basename(argv[0])
         if name in CONTROL_PLANE:
-            found[int(entry.name)] = name
-    return found
+            found[int(entry.name)] = (name, argv)
+    if kubeconfig is None:
+        return {pid: name for pid, (name, _) in found.items()}
+    from .kube import _server_of
+
+    server = _server_of(kubeconfig)
+    port = server.rsplit(":", 1)[-1].strip("/") if server else None
+
+    def flag(argv, key):
+        return next((a.split("=", 1)[1] for a in argv if a.startswith(f"--{key}=")), None)
+
+    ours = {pid: name for pid, (name, argv) in found.items()
+            if (name == "kube-apiserver" and flag(argv, "secure-port") == port) or
+            (name not in ("kube-apiserver", "etcd") and flag(argv, "kubeconfig")
+             and _server_of(flag(argv, "kubeconfig")) == server)}
+    etcds = {url for pid in ours for url in (flag(found[pid][1], "etcd-servers") or "").split(",") if url}
+    ours.update({pid: name for pid, (name, argv) in found.items()
+                 if name == "etcd" and set((flag(argv, "listen-client-urls") or "").split(",")) & etcds})
+    return ours
 
 
 class CpuMeter:
@@ -58,14 +78,15 @@ class CpuMeter:
     ``pids`` names more processes by role (``{"tenancy service": pid}``); this process is the
     ``"client"``. A process gone by the end of the run is left out (its last reading is lost with it)."""
 
-    def __init__(self, pids: dict[str, int | None] | None = None):
+    def __init__(self, pids: dict[str, int | None] | None = None, kubeconfig: str | None = None):
+        self.kubeconfig = kubeconfig  # only this cluster's control plane (see _control_plane)
         self.roles = {pid: role for role, pid in (pids or {}).items() if pid}
         self.roles.setdefault(os.getpid(), "client")
         self._start: dict[int, tuple[str, float]] = {}
 
     def _read(self) -> dict[int, tuple[str, float]]:
         out = {}
-        for pid, role in {**_control_plane(), **self.roles}.items():
+        for pid, role in {**_control_plane(self.kubeconfig), **self.roles}.items():
             seconds = _cpu_seconds(pid)
             if seconds is not None:
                 out[pid] = (role, seconds)
@@ -83,3 +104,88 @@ class CpuMeter:
         if totals:
             totals["all"] = sum(totals.values())
         return {role: round(seconds, 1) for role, seconds in totals.items()}
+
+
+def _core_ticks() -> dict[str, tuple[int, int]]:
+    """``{"cpu0": (busy, total), ...}`` from ``/proc/stat`` (jiffies since boot); {} without it."""
+    out = {}
+    try:
+        lines = (_PROC / "stat").read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        if line.startswith("cpu") and line[3:4].isdigit():
+            name, *values = line.split()
+            ticks = [int(v) for v in values]
+            idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+            total = sum(ticks[:8])  # guest time is counted in user already
+            out[name] = (total - idle, total)
+    return out
+
+
+class CoreSampler:
+    """How busy each core was, second by second: ``start()``, the run, ``stop()`` ->
+    ``[(wall time at the end of the second, {"cpu0": 0.93, ...}), ...]`` (fractions of that second)."""
+
+    def __init__(self, interval: float = 1.0):
+        import threading
+
+        self.interval = interval
+        self.samples: list[tuple[float, dict[str, float]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="bench-cores", daemon=True)
+
+    def start(self) -> "CoreSampler":
+        """Start sampling; ``started`` (wall-clock) is when the first second began."""
+        import time
+
+        self._before, self.started = _core_ticks(), time.time()
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        import time
+
+        before, k = self._before, 0
+        while True:  # on a fixed schedule: a late sample (a loaded machine) does not shift the next ones
+            k += 1
+            end = self.started + k * self.interval
+            if self._stop.wait(max(0.0, end - time.time())):
+                break
+            now = _core_ticks()
+            busy = {}
+            for core, (b, t) in now.items():
+                b0, t0 = before.get(core, (b, t))
+                busy[core] = round((b - b0) / (t - t0), 2) if t > t0 else 0.0
+            self.samples.append((end, busy))  # its second, though read a little late
+            before = now
+
+    def stop(self) -> list[tuple[float, dict[str, float]]]:
+        self._stop.set()
+        self._thread.join(5)
+        return self.samples
+
+
+def affinity(pids: dict[str, int | None] | None = None, kubeconfig: str | None = None) -> dict[str, str]:
+    """The cores each role's processes may run on, as Linux lists them (``0-1``), read from every
+    thread's ``/proc/<pid>/task/<tid>/status``: the control plane's processes (by name; with
+    ``kubeconfig`` only its cluster's), ``pids``
+    (role -> pid) and this process, the ``"client"``. Threads of one role that differ are listed
+    each (``0 / 0-1``). Elsewhere (no ``/proc``): {}."""
+    roles: dict[str, set[str]] = {}
+    named = {pid: role for role, pid in (pids or {}).items() if pid}
+    named.setdefault(os.getpid(), "client")
+    for pid, role in {**_control_plane(kubeconfig), **named}.items():
+        try:
+            tasks = list((_PROC / str(pid) / "task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                status = (task / "status").read_text()
+            except OSError:
+                continue
+            for line in status.splitlines():
+                if line.startswith("Cpus_allowed_list:"):
+                    roles.setdefault(role, set()).add(line.split(":", 1)[1].strip())
+    return {role: " / ".join(sorted(lists)) for role, lists in sorted(roles.items())}

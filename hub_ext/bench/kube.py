@@ -187,6 +187,8 @@ class RunningCounter:
         self.running: dict[str, float] = {}  # pod uid -> when first seen Running
         self.created: set[str] = set()  # (namespace/name of) every pod seen
         self.last_created: float | None = None  # when the last new pod was first seen (the Job controller's pace)
+        # "namespace/job name" -> {"pod created", "pod bound", "Running": wall-clock time first seen} (stages.py)
+        self.moments: dict[str, dict[str, float]] = {}
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="bench-pods", daemon=True)
@@ -221,14 +223,22 @@ class RunningCounter:
                 time.sleep(0.2)
 
     def _seen(self, pod: dict) -> None:
-        now = time.monotonic()
+        now, wall = time.monotonic(), time.time()
         meta = pod.get("metadata") or {}
+        running = (pod.get("status") or {}).get("phase") == "Running"
         with self._cond:
             key = f"{meta.get('namespace')}/{meta.get('name')}"
             if key not in self.created:
                 self.created.add(key)
                 self.last_created = now
-            if (pod.get("status") or {}).get("phase") == "Running" and meta.get("uid") not in self.running:
+            job = (meta.get("labels") or {}).get("job-name") or meta.get("name")
+            moments = self.moments.setdefault(f"{meta.get('namespace')}/{job}", {})
+            moments.setdefault("pod created", wall)
+            if (pod.get("spec") or {}).get("nodeName"):
+                moments.setdefault("pod bound", wall)
+            if running:
+                moments.setdefault("Running", wall)
+            if running and meta.get("uid") not in self.running:
                 self.running[meta.get("uid")] = now
                 self._cond.notify_all()
 
@@ -241,6 +251,11 @@ class RunningCounter:
                     raise BenchError(f"only {len(self.running)} of {n} pods Running after {timeout:.0f} s")
                 self._cond.wait(min(left, 1.0))
             return sorted(self.running.values())[n - 1]
+
+    def seen(self) -> dict[str, dict[str, float]]:
+        """A copy of ``moments``."""
+        with self._cond:
+            return {key: dict(m) for key, m in self.moments.items()}
 
     def stop(self) -> None:
         self._stop.set()

@@ -27,7 +27,7 @@ async def submit_all(base_url: str, jobs: list[tuple[str, str, dict]], *, per_us
     """``jobs``: (user's token, namespace, body), submitted in order by ``per_user`` connections per user.
 
     Returns {"latencies": [s, ...], "ids": [...], "states": [the state each answer gave, ...], "started":
-    monotonic time of the first request}."""
+    monotonic time of the first request, "moments": {workload id: {"submitted", "answered": wall-clock}}}."""
     client = AsyncHTTPClient(force_instance=True, max_clients=1000)
     by_token: dict[str, list] = {}
     for job in jobs:
@@ -35,6 +35,7 @@ async def submit_all(base_url: str, jobs: list[tuple[str, str, dict]], *, per_us
     latencies: list[float] = []
     ids: list[str] = []
     states: list[str] = []
+    moments: dict[str, dict[str, float]] = {}  # workload id -> its submit's wall-clock moments (stages.py)
 
     async def worker(queue: list) -> None:
         while queue:
@@ -42,7 +43,7 @@ async def submit_all(base_url: str, jobs: list[tuple[str, str, dict]], *, per_us
             req = HTTPRequest(f"{base_url}{API}/workloads", method="POST", body=json.dumps({**body, "namespace": namespace}),
                               headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
                               request_timeout=120)
-            t = time.perf_counter()
+            t, sent = time.perf_counter(), time.time()
             try:
                 resp = await client.fetch(req)
             except HTTPClientError as err:
@@ -52,13 +53,14 @@ async def submit_all(base_url: str, jobs: list[tuple[str, str, dict]], *, per_us
             answer = json.loads(resp.body)
             ids.append(answer["id"])
             states.append(answer.get("state"))
+            moments[answer["id"]] = {"submitted": sent, "answered": time.time()}
 
     started = time.monotonic()
     try:
         await asyncio.gather(*(worker(queue) for queue in by_token.values() for _ in range(per_user)))
     finally:
         client.close()
-    return {"latencies": latencies, "ids": ids, "states": states, "started": started}
+    return {"latencies": latencies, "ids": ids, "states": states, "started": started, "moments": moments}
 
 
 def latency_figures(latencies: list[float]) -> dict:

@@ -170,8 +170,8 @@ class Controller:
     def pod_lost(self, uid: int, why: str) -> None:
         self.reports.pod_lost(uid, why)
 
-    def pod_observed(self, uid: int, phase: str, node: str | None, message: str | None) -> None:
-        self.reports.pod_observed(uid, phase, node, message)
+    def pod_observed(self, uid: int, phase: str, node: str | None, message: str | None, notify: bool = True) -> None:
+        self.reports.pod_observed(uid, phase, node, message, notify)
 
     def add_nodes(self, nodes) -> None:
         self.reports.add_nodes(nodes)

@@ -196,6 +196,7 @@ class Loop:
         c.datasets.pin(row)  # what it mounts, before the backend mounts it
         if c.metrics is not None:
             c.metrics.admitted(pod)
+        c.backend.admitted(row, pod, prow)  # before the reply of a submit waiting for this pass
         c._spawn(c.backend.start(row, pod, prow))
 
     def evict(self, ev, now: float) -> None:

@@ -127,10 +127,11 @@ class Reports:
         c.viewer.notify(touched)
         c.loop.poke(touched)
 
-    def pod_observed(self, uid: int, phase: str, node: str | None, message: str | None) -> None:
+    def pod_observed(self, uid: int, phase: str, node: str | None, message: str | None, notify: bool = True) -> None:
         """What the cluster says of a started pod: ``Running`` on ``node``, or ``Pending`` (waiting for
         kube-scheduler or its kubelet) or ``Terminating`` with the cluster's message. Only this is
-        shown as Running; the pod is counted on the node where the cluster put it."""
+        shown as Running; the pod is counted on the node where the cluster put it. ``notify=False``:
+        the listeners are told by the caller (a scheduling pass tells them of all it admitted, once)."""
         c = self.c
         pod = self.engine.pods.get(uid)
         if pod is None or pod.phase is not Phase.RUNNING:
@@ -141,7 +142,7 @@ class Reports:
                 self.books.sync_pod(moved)
         c.observed[uid] = (phase, node, message)
         prow = self.pod_rows.get(uid)
-        if prow is not None:
+        if prow is not None and notify:
             c.viewer.notify([prow.workload_id])
 
     # -- nodes ------------------------------------------------------------------------

@@ -4,11 +4,16 @@ are right (every pod runs, nothing is created twice, the JSON has its keys). Nev
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+PLAIN_STAGES = ("create sent", "Job created", "pod created", "pod bound", "Running")
+SERVICE_STAGES = ("submitted", "admitted", "create queued", "create slot", "create sent", "Job created", "pod created",
+                  "pod bound", "Running")
+CORES = {f"cpu{n}" for n in range(os.cpu_count())}  # every core of the machine, each second
 
 SETTINGS = {"bench", "run", "nodes", "node_cpu", "pod_cpu", "teams", "rounds", "components", "service"}
 ROW = {"bench", "pods", "plain_pods_per_s", "service_pods_per_s", "ratio", "submit_p50_ms", "submit_p99_ms",
@@ -29,6 +34,7 @@ def test_cluster_bench_small(control_plane, tmp_path):
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
     settings, row, backlog = rows
     assert SETTINGS <= set(settings) and settings["bench"] == "cluster-settings"
+    assert {"kube-apiserver", "etcd", "client"} <= set(settings["affinity"])  # the cores each may run on
     for name in ("kube-controller-manager", "kube-scheduler"):
         assert settings["components"][name]["source"] == "local process"  # this control plane's own
         assert settings["components"][name]["qps"] > 0
@@ -52,6 +58,23 @@ def test_cluster_bench_small(control_plane, tmp_path):
         assert watched["watch_events"] >= 3 * pods, watched
         assert watched["cpu_seconds"]["watcher"] > 0 and "watcher" not in plain["cpu_seconds"]
         assert one["watched_ratio"] == round(watched["pods_per_s"] / plain["pods_per_s"], 2)
+        # where each pod's time went: every stage recorded for every pod, on each side (stages.py), and
+        # a timeline in which every pod reached each stage once, with each core's load
+        for side, chain in ((plain, PLAIN_STAGES), (watched, PLAIN_STAGES), (service, SERVICE_STAGES)):
+            assert list(side["stages"]) == list(chain[1:])
+            for stage, f in side["stages"].items():
+                assert f["pods"] == pods and 0 <= f["p50_ms"] <= f["p95_ms"] <= f["max_ms"], (stage, f)
+            for stage in chain:
+                assert sum(r["entered"].get(stage, 0) for r in side["timeline"]) == pods, stage
+            assert [r["t"] for r in side["timeline"]] == list(range(len(side["timeline"])))
+            assert all(set(r["cores"]) == CORES for r in side["timeline"][:-1]), side["timeline"]
+        assert sum(r["entered"].get("answered", 0) for r in service["timeline"]) == pods
+        # what each side asked of the API server (its counters): a Job and a binding per pod, the pods' watch events
+        for side in (plain, watched, service):
+            asked = side["api_server"]
+            assert asked["requests"]["POST jobs"] >= pods and asked["requests"]["POST pods/binding"] >= pods, asked
+            assert asked["watch_events"]["pods"] >= 3 * pods and asked["watch_bytes"]["pods"] > 0, asked
+        assert service["affinity"]["tenancy service"] and service["affinity"]["jupyterhub"]
     assert row["ratio"] == round(sum(r["ratio"] for r in row["rounds"]) / 2, 2)  # the median of two
     assert row["ratio"] > 0 and row["submit_p99_ms"] >= row["submit_p50_ms"] > 0
     assert row["service_cpu_seconds"]["tenancy service"] == round(
@@ -75,3 +98,20 @@ def test_cluster_bench_small(control_plane, tmp_path):
         assert not client.CoreV1Api(api).list_namespace(label_selector=selector).items
     finally:
         api.close()
+
+
+def test_only_this_clusters_control_plane_is_measured(control_plane, tmp_path):
+    """Other control planes on the machine (another test's, other work's) are not counted: the
+    processes are picked by the kubeconfig's server (the API server's port, its etcd, the
+    components that talk to it)."""
+    from hub_ext.bench.cpu import CpuMeter, _control_plane, affinity
+
+    found = _control_plane(str(control_plane.kubeconfig))
+    assert sorted(found.values()) == sorted(control_plane.pids())  # each of its five, by name
+    assert {pid: role for pid, role in found.items()} == {pid: name for name, pid in control_plane.pids().items()}
+    other = tmp_path / "other.kubeconfig"  # a cluster with no process here
+    other.write_text(control_plane.kubeconfig.read_text().replace(control_plane.server, "https://127.0.0.1:1"))
+    assert _control_plane(str(other)) == {}
+    assert set(affinity(kubeconfig=str(control_plane.kubeconfig))) == {*control_plane.pids(), "client"}
+    meter = CpuMeter(kubeconfig=str(control_plane.kubeconfig)).start()
+    assert set(meter.stop()) <= {*control_plane.pids(), "client", "all"}

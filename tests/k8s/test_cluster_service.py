@@ -181,6 +181,44 @@ async def test_jobs_report_status_from_the_cluster(control_plane, api, namespace
 
 
 @pytest.mark.asyncio
+async def test_a_submits_reply_never_says_running_before_the_cluster(control_plane, api, namespace, node, tmp_path):
+    """Admitted is not Running: the view a submit is answered with (after the pass that admitted it,
+    a fresh service's first, whose Job create waits for API discovery) says Pending, its Job being
+    created, and no view says Running before the cluster runs the pod."""
+    node_name, key, value = node
+    core = client.CoreV1Api(api)
+
+    async def main():
+        controller = Controller(store=Store(f"sqlite:///{tmp_path}/t.sqlite"),
+                                backend=backend_for(str(control_plane.kubeconfig), key, value), tree=None)
+        runner = asyncio.ensure_future(controller.run(0.3))
+        await until(lambda: controller.loop.looping, "the scheduling loop to run")
+        bodies = [{"kind": "training", "namespace": namespace, "name": f"r{i}", "command": ["sleep", "60"],
+                   "resources": {"requests": {"cpu": "1"}}} for i in range(3)]
+        rows = await asyncio.gather(*(controller.submit_and_decide(ADMIN, b) for b in bodies))
+        replies = [controller.view(r, positions=controller.queue_positions()) for r in rows]  # as the handler answers
+        assert [v["state"] for v in replies] == ["Pending"] * 3, replies
+        assert all(v["pods"][0]["message"] == "its Job is being created on the cluster" for v in replies), replies
+        # a post-submit read (one every pass or so) says Running only of a pod the cluster runs already
+        running = set()
+
+        def all_running():
+            says = {r.name for r in rows if controller.view(r)["state"] == "Running"}
+            runs = {p.metadata.labels[JOB_NAME_LABEL] for p in running_pods(api, namespace)}
+            jobs_of = {r.pods[0].name: r.name for r in rows}
+            assert says <= {jobs_of[j] for j in runs if j in jobs_of}, (says, runs)
+            running.update(says)
+            return len(running) == 3
+
+        await until(all_running, "the three jobs to run", interval=0.05)
+        runner.cancel()
+        await asyncio.gather(runner, return_exceptions=True)
+        await stop_tasks(controller)
+
+    await main()
+
+
+@pytest.mark.asyncio
 async def test_foreign_pods_and_cluster_quota(control_plane, api, namespace, node, tmp_path):
     """A pod made with kubectl takes room; the namespace's ResourceQuota refuses before creation."""
     node_name, key, value = node

@@ -59,6 +59,7 @@ from .nodes import Nodes
 from .ours import Ours
 from .quotatree import ClusterTree
 from .recovery import Recovery
+from .stagelog import StageLog
 from .tenants import Tenants
 from .training import Training
 
@@ -162,6 +163,16 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         many workers, the rest wait their turn (a bounded pool, never one thread per pod).
 
         .. versionadded:: 0.3
+        """,
+    ).tag(config=True)
+
+    stage_log = Unicode(
+        "",
+        help="""
+        A file to which every training create appends one JSON line: when its task began, got a
+        create slot, was sent and was answered (wall-clock seconds). For the cluster benchmark
+        (``tenancy bench --cluster``), which joins it with what the cluster's watches saw; empty
+        (the default): nothing is recorded.
         """,
     ).tag(config=True)
 
@@ -330,6 +341,8 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         self.tenants = Tenants(self)
         self.ours = Ours(self)
         self.training = Training(self)
+        if self.stage_log:
+            self.training.stages = StageLog(self.stage_log)
         self.follower = Follower(self)
         self.evictions = Evictions(self)
         self.recovery = Recovery(self)
@@ -451,6 +464,10 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         controller's health, as one line)."""
         return await self.checks.now()
 
+    def admitted(self, row, pod, prow) -> None:
+        if row.kind != "notebook":  # the spawner makes a notebook's pod; nothing follows it here
+            self.training.admitted(pod)
+
     async def start(self, row, pod, prow) -> None:
         if row.kind == "notebook":
             return  # the spawner creates the notebook pod
@@ -537,3 +554,5 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             watch.stop()
         self.datasets.close()
         self._executor.shutdown(wait=False, cancel_futures=True)
+        if self.training.stages is not None:
+            self.training.stages.close()

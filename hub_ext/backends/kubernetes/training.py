@@ -32,6 +32,7 @@ class Training:
         self.backend = backend  # its configuration, controller, calls, ``ours`` and ``follower``
         self.jobs: bool | None = None  # whether training pods are made as Jobs (None: not discovered yet)
         self.slots: asyncio.Semaphore | None = None  # made on the loop, at the first create
+        self.stages = None  # the benchmark's StageLog (``stage_log``), or None
 
     # -- manifests -------------------------------------------------------------------------
     def labels(self, row) -> dict:
@@ -99,10 +100,21 @@ class Training:
                 await asyncio.sleep(backend.poll_seconds * 4)
         return self.jobs
 
+    def admitted(self, pod) -> None:
+        """Shown Pending from the moment it is admitted: never Running before the cluster says so."""
+        kind = POD if self.jobs is False or not self.backend.use_jobs else JOB
+        observe = getattr(self.backend.controller, "pod_observed", None)
+        if observe is not None:
+            # the pass tells the listeners of what it admitted, once (a view each here, mid-pass, would
+            # work out the queue's positions again for every pod admitted)
+            observe(pod.uid, "Pending", None, f"its {kind.name} is being created on the cluster", notify=False)
+
     async def start(self, row, pod) -> None:
         """Make the Job (or Pod) of an admitted training pod, then follow it until it ends; a create
         refused for good ends the pod with the API server's words."""
         backend, ours = self.backend, self.backend.ours
+        if self.stages is not None:
+            self.stages.started(row.namespace, pod.name)
         ours.watch_pods()
         created = ours.creating[pod.uid] = asyncio.Event()
         f = None
@@ -149,6 +161,8 @@ class Training:
         while True:
             try:
                 async with self._slots():
+                    if self.stages is not None:
+                        return await self.stages.create(calls, backend.api.create, kind, body), None
                     return await calls.call(backend.api.create, kind, body), None
             except KubernetesError as err:
                 if err.status == 409 and asyncio.get_running_loop().time() <= deadline:

@@ -1,0 +1,69 @@
+"""What a side of the cluster benchmark asked of the API server, from its own counters (``/metrics``):
+requests by verb and resource, and the watch events it sent and their bytes by resource.
+
+Two scrapes, at the start and at the end of a side's timed run, and their difference. The counters
+are the API server's, so they hold every client's requests in that window (the benchmark's own
+watch of the pods too, alike on both sides), and ``watch_bytes`` is what it encoded for its
+watchers (``apiserver_watch_events_sizes``), whatever their encoding. Without the right to read
+``/metrics`` the side has no ``api_server`` figures.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from prometheus_client.parser import text_string_to_metric_families
+
+
+def scrape(api_client) -> Counter | None:
+    """``{("requests", "VERB resource[/sub]"): n, ("watch_events", resource): n, ("watch_bytes", resource): bytes}``
+    from the API server's ``/metrics`` now, or None when it cannot be read."""
+    try:
+        resp = api_client.call_api(*api_client.param_serialize(
+            method="GET", resource_path="/metrics", header_params={"Accept": "text/plain"},
+            auth_settings=["BearerToken"]))
+        text = resp.read().decode("utf-8", "replace")
+        if not 200 <= resp.status < 300:
+            return None
+    except Exception:  # noqa: BLE001 - no right to read it, or no such endpoint: no figures
+        return None
+    return parse(text)
+
+
+def parse(text: str) -> Counter:
+    out: Counter = Counter()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = sample.labels
+            if sample.name == "apiserver_request_total":
+                what = labels.get("resource", "") + (f"/{labels['subresource']}" if labels.get("subresource") else "")
+                out[("requests", f"{labels.get('verb', '?')} {what or labels.get('path', '?')}")] += sample.value
+            elif sample.name == "apiserver_watch_events_total":  # labelled by resource since 1.32, kind before
+                out[("watch_events", labels.get("resource") or labels.get("kind", "?"))] += sample.value
+            elif sample.name == "apiserver_watch_events_sizes_sum":
+                out[("watch_bytes", labels.get("resource") or labels.get("kind", "?"))] += sample.value
+    return out
+
+
+def difference(before: Counter | None, after: Counter | None) -> dict:
+    """``{"requests": {...}, "watch_events": {...}, "watch_bytes": {...}}`` of what changed between the
+    scrapes (each sorted, largest first), or {} without them."""
+    if before is None or after is None:
+        return {}
+    out: dict = {"requests": {}, "watch_events": {}, "watch_bytes": {}}
+    for (group, key), value in sorted(after.items(), key=lambda kv: -(kv[1] - before.get(kv[0], 0))):
+        delta = round(value - before.get((group, key), 0))
+        if delta > 0:
+            out[group][key] = delta
+    return out
+
+
+def line(asked: dict) -> str | None:
+    """One line of text: the requests (the eight most), the watch events and their bytes, by kind."""
+    if not asked:
+        return None
+    requests, events, sizes = asked["requests"], asked["watch_events"], asked["watch_bytes"]
+    top = ", ".join(f"{k} {v}" for k, v in list(requests.items())[:8])
+    kinds = ", ".join(f"{k} {v} ({sizes.get(k, 0) / 1e6:.1f} MB)" for k, v in list(events.items())[:5])
+    return (f"    API server: {sum(requests.values())} requests ({top}); {sum(events.values())} watch events, "
+            f"{sum(sizes.values()) / 1e6:.1f} MB ({kinds})")
