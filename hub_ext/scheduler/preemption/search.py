@@ -15,7 +15,10 @@ B. Node: while no cluster node has room for the pod (for a gang: until each
    since on the preemptor's side open rule 1 somewhere new: pods there it
    refused may be reclaimed now (nothing else taken elsewhere can turn a
    failed node into one with room: a gang there was weighed whole when it
-   failed). At most ``MAX_NODES`` tries fail before it gives up.
+   failed). At most ``MAX_NODES`` tries fail before it gives up. When no node
+   has room, lower-priority pods of its own leaf are taken until rule 1
+   reaches one more ancestor, and phase B runs again, up to the top (rule 1
+   open only below an ancestor where its leaf has no sibling gives nothing).
 
 A running gang is one victim of its whole size: taking one of its pods takes
 all of them (their room on other nodes counts too).
@@ -242,15 +245,21 @@ class _Search:
 
         if self._make_room(tap(itertools.chain(self.passed_over, stream))):
             return True
-        # Rule 1 may still open: lower-priority pods of its own leaf, wherever they run, may bring its
-        # side within min, and the pods it could then reclaim may be the ones that make room.
-        return self._open_reclaim() and self._make_room(itertools.chain(offered, self.candidates()))
+        # Rule 1 may still open, or reach further up: lower-priority pods of its own leaf, wherever they
+        # run, may bring its side within min below one more ancestor, and the pods it could then
+        # reclaim may be the ones that make room. Rule 1 open below an ancestor whose other subtrees
+        # have nothing to give (its leaf an only child) does not make room: reach on up.
+        while self._open_reclaim():
+            if self._make_room(itertools.chain(list(offered), tap(self.candidates()))):
+                return True
+        return False
 
     def _open_reclaim(self) -> bool:
-        """Take lower-priority pods of the preemptor's own leaf (in victim order) until rule 1 allows
-        reclaiming somewhere; False (nothing taken) when they cannot."""
+        """Take lower-priority pods of the preemptor's own leaf (in victim order) until rule 1 reaches an
+        ancestor it did not reach before; False (nothing taken) when they cannot, or it reaches them all."""
         ctx, leaf = self.ctx, self.ctx.leaf
-        if ctx.reclaim_open() or leaf.candidates is None:
+        reach = self._reclaim_reach()
+        if all(reach) or leaf.candidates is None:
             return False
         chosen = {pod.uid for unit in self.chosen for pod in unit.pods}
         added, seen = [], set()
@@ -263,7 +272,7 @@ class _Search:
             seen.update(p.uid for p in unit.pods)
             self.take(unit)
             added.append(unit)
-            if ctx.reclaim_open():
+            if self._reclaim_reach() != reach:  # own pods leaving only widen it
                 self.picker.exclude([p for u in added for p in u.pods])
                 return True
         for unit in reversed(added):
