@@ -178,6 +178,14 @@ CASES = {
         tree=GPU_LEAF, nodes={"n1": {"cpu": 2, "nvidia.com/gpu": 1}, "n2": {"cpu": 2}},
         running=[P("o/crit", 2, pc=CRIT), P("t/low", 2, pc=LOW)], incoming=P("t/hi", 2, gpu=1, pc=HIGH),
         evicted={"o/crit", "t/low"}),  # o is outside the tree: reclaimed whatever its priority
+    # Only n2 has a GPU for c/p. The quota search took a/l first (lowest priority, frees root's cpu),
+    # which left a too close to its min for a/h, the pod on n2, to go too; a/h alone does both.
+    "victims freeing quota elsewhere do not use up what the victim on the one node that can hold it needs": Case(
+        tree=tree(node("root", {"cpu": 6}, {"cpu": 6}, children=[
+            node("a", {"cpu": 1}, {"cpu": 6}, ["a"]), node("c", {}, {"cpu": 6}, ["c"])])),
+        nodes={"n1": {"cpu": 2}, "n2": {"cpu": 4, "nvidia.com/gpu": 1}},
+        running=[P("a/l", 2, pc=LOW), P("a/h", 4, pc=HIGH)], incoming=P("c/p", 2, gpu=1, pc=CRIT),
+        evicted={"a/h"}),  # rule 2: a keeps 2 of its min 1; a/l too would take it to 0
     "the victim that takes a subtree below its min is its last; the next comes from elsewhere": Case(
         tree=THREES, nodes={"n1": {"cpu": 12}},
         running=[P("a/p1", 3), P("a/p2", 3), P("b/p1", 3), P("b/p2", 3)], incoming=P("c/p", 4),

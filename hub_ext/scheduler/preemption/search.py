@@ -19,6 +19,15 @@ B. Node: while no cluster node has room for the pod (for a gang: until each
    has room, lower-priority pods of its own leaf are taken until rule 1
    reaches one more ancestor, and phase B runs again, up to the top (rule 1
    open only below an ancestor where its leaf has no sibling gives nothing).
+C. Node first: when phase B fails after phase A took victims, the search
+   starts again from nothing with phase B, then phase A for what the quota is
+   still short of. Phase A's victims free quota wherever they run; each one
+   taken from a side uses up what that side may still give (rule 2 keeps it at
+   its ``min``, rule 1 takes from it only while it is above), so the victims
+   on the only nodes that can hold the preemptor may no longer be allowed,
+   though they alone would free the quota too. The first order is rule 3's;
+   this one runs only where it found nothing ("if no set makes room, evict
+   nothing": otherwise evict).
 
 A running gang is one victim of its whole size: taking one of its pods takes
 all of them (their room on other nodes counts too).
@@ -72,8 +81,9 @@ class Failure:
 
 
 class _Search:
-    def __init__(self, quota, cluster, preemptor):
+    def __init__(self, quota, cluster, preemptor, node_first: bool = False):
         self.quota, self.cluster, self.unit = quota, cluster, preemptor
+        self.node_first = node_first  # phase C: phase B before phase A
         self.ctx = PreemptionContext(preemptor, cluster.capacity)
         self.request = {r: a for r, a in preemptor.request.items() if a > 0}  # one pod's
         self.count, self.selector = preemptor.count, preemptor.selector
@@ -98,6 +108,8 @@ class _Search:
         self.priorities = sorted(quota.top.prio_count)
         self.chosen: list = []  # units, in the order taken
         self.passed_over: list = []  # allowed units phase A did not need
+        self.offered: list = []  # units phase B looked at (node first: phase A looks at them again)
+        self.quota_victims = 0  # how many units phase A took before phase B
         self.examined = 0
         self.failures = 0  # phase B's tries on a node that did not make room
         self.failure: Failure | None = None
@@ -205,19 +217,16 @@ class _Search:
             self.failure = Failure("waiting", None, self.ctx.reclaim_open())
             return None
         stream = self.candidates()
-        if self.quota_short():
-            for unit in stream:
-                if not self.helps_quota(unit):
-                    self.passed_over.append(unit)
-                    continue
-                self.take(unit)
-                if not self.quota_short():
-                    break
-            if self.quota_short():
+        if self.quota_short() and not self.node_first:
+            if not self._cover_quota(stream):
                 self._fail("quota")
                 return None
+            self.quota_victims = len(self.chosen)
         if self.placement() is None and not self._node_phase(stream):
             self._fail("node")
+            return None
+        if self.quota_short() and not self._cover_quota(self._not_taken(stream)):
+            self._fail("quota")  # node first: its victims there, and all allowed after them, do not do
             return None
         self._prune()
         kinds = self.ctx.valid(self.chosen)
@@ -225,6 +234,25 @@ class _Search:
             raise AssertionError("preemption plan breaks the rules")
         return Plan([pod for unit in self.chosen for pod in unit.pods], self.placement(),
                     {pod.uid: kind for unit, kind in zip(self.chosen, kinds) for pod in unit.pods})
+
+    def _cover_quota(self, units) -> bool:
+        """Phase A: take the units that free what a quota node on the path is short of, until none is."""
+        for unit in units:
+            if not self.helps_quota(unit):
+                self.passed_over.append(unit)
+                continue
+            self.take(unit)
+            if not self.quota_short():
+                return True
+        return False
+
+    def _not_taken(self, stream):
+        """The units phase B looked at and did not take, still allowed, then the rest of ``stream``."""
+        chosen = {pod.uid for unit in self.chosen for pod in unit.pods}
+        for unit in self.offered:
+            if unit.lead.uid not in chosen and self.ctx.kind(unit) is not None:
+                yield unit
+        yield from stream
 
     def _fail(self, stage: str) -> None:
         short = None
@@ -236,7 +264,7 @@ class _Search:
         self.failure = Failure(stage, short, self.ctx.reclaim_open())
 
     def _node_phase(self, stream) -> bool:
-        offered = []
+        offered = self.offered
 
         def tap(units):
             for unit in units:
@@ -397,4 +425,9 @@ def find_victims(quota, cluster, preemptor) -> Plan | Failure:
     plan = search.run()
     if plan is not None:
         return plan
-    return search.failure
+    if search.failure.stage == "node" and search.quota_victims:
+        # Phase C: the victims phase A took for the quota may be what barred the ones that make room.
+        plan = _Search(quota, cluster, preemptor, node_first=True).run()
+        if plan is not None:
+            return plan
+    return search.failure  # the first search's: what it was short of is what wakes it (engine._parking)
