@@ -58,6 +58,9 @@ THREE_LEVELS = tree(node("root", {"cpu": 20}, {"cpu": 20}, children=[
 THREES = tree(node("root", {"cpu": 12}, {"cpu": 12}, children=[
     node(n, {"cpu": 4}, {"cpu": 12}, [n]) for n in ("a", "b", "c")]))
 CAPPED = tree(node("t", {}, {"cpu": 6}, ["t"]))  # one leaf: no guarantee, a ceiling of 6
+# A GPU-only leaf, the root's only child, under a root that also guarantees cpu.
+GPU_LEAF = tree(node("root", {"cpu": 2, "nvidia.com/gpu": 1}, {}, children=[
+    node("t", {"nvidia.com/gpu": 1}, {"nvidia.com/gpu": 1}, ["t"])]))
 
 
 @dataclass
@@ -169,6 +172,20 @@ CASES = {
         tree=HALVES, nodes=BIG, running=[P("a/l1", 4, pc=LOW), P("a/l2", 4, pc=LOW)]
         + [P(f"b/h{i}", 4, pc=HIGH) for i in range(3)],
         incoming=P("a/h", 6, pc=HIGH), evicted={"a/l2", "b/h2"}),  # not both of a's: b borrows
+    # t is within its (GPU) min, so rule 1 is open below the root, where t has no sibling to reclaim
+    # from; the root is above its cpu min until t's own low pod (on n2, no room for hi) goes too.
+    "own lower-priority pods open reclaim further up than a level with nothing to give": Case(
+        tree=GPU_LEAF, nodes={"n1": {"cpu": 2, "nvidia.com/gpu": 1}, "n2": {"cpu": 2}},
+        running=[P("o/crit", 2, pc=CRIT), P("t/low", 2, pc=LOW)], incoming=P("t/hi", 2, gpu=1, pc=HIGH),
+        evicted={"o/crit", "t/low"}),  # o is outside the tree: reclaimed whatever its priority
+    # Only n2 has a GPU for c/p. The quota search took a/l first (lowest priority, frees root's cpu),
+    # which left a too close to its min for a/h, the pod on n2, to go too; a/h alone does both.
+    "victims freeing quota elsewhere do not use up what the victim on the one node that can hold it needs": Case(
+        tree=tree(node("root", {"cpu": 6}, {"cpu": 6}, children=[
+            node("a", {"cpu": 1}, {"cpu": 6}, ["a"]), node("c", {}, {"cpu": 6}, ["c"])])),
+        nodes={"n1": {"cpu": 2}, "n2": {"cpu": 4, "nvidia.com/gpu": 1}},
+        running=[P("a/l", 2, pc=LOW), P("a/h", 4, pc=HIGH)], incoming=P("c/p", 2, gpu=1, pc=CRIT),
+        evicted={"a/h"}),  # rule 2: a keeps 2 of its min 1; a/l too would take it to 0
     "the victim that takes a subtree below its min is its last; the next comes from elsewhere": Case(
         tree=THREES, nodes={"n1": {"cpu": 12}},
         running=[P("a/p1", 3), P("a/p2", 3), P("b/p1", 3), P("b/p2", 3)], incoming=P("c/p", 4),
@@ -337,6 +354,17 @@ def test_parked_pods_are_retried_when_room_is_released():
     assert waiting.phase is Phase.PENDING
     eng.finish(a.uid, 3)
     assert eng.schedule(3).admitted == [waiting]
+
+
+def test_a_parked_reclaimer_wakes_when_its_side_drops_to_its_min_above_its_leaf():
+    """GPU_LEAF: t is within its min, so rule 1 was open below the root (where t has no sibling) and the
+    parked pod watched no usage on its side; the root's cpu dropping to its min opens rule 1 above it."""
+    eng = engine(GPU_LEAF, {"n1": {"cpu": 2, "nvidia.com/gpu": 1}, "n2": {"cpu": 2}})
+    pods = run_all(eng, [P("o/crit", 2, pc=CRIT), P("t/busy", 2, pc=HIGH)])
+    hi = submit(eng, P("t/hi", 2, gpu=1, pc=HIGH), 10)
+    assert eng.schedule(10).evictions == []  # busy has its priority: rule 1 stays shut above the root
+    eng.finish(pods["t/busy"].uid, 11)  # on n2, where hi cannot run: the root uses 0 of its 2 cpu
+    assert [ref(e.victim) for e in eng.schedule(12).evictions] == ["o/crit"] and hi.nominated
 
 
 def test_guarantees_scale_down_when_the_cluster_is_small():

@@ -803,10 +803,17 @@ class Engine:
         else:
             watch = failure.deficit_node
             blockers.append(("short",) + failure.short)
-        leaf = unit.leaf
+        # Rule 1 reaches further up only once usage drops below the highest node of its side that is
+        # above its min with it admitted (below that node, too): watch that node. Not its leaf alone,
+        # nor nothing once rule 1 is open somewhere: it may be open below an ancestor whose other
+        # subtrees have nothing to give (its leaf an only child) and shut above, where they have.
         side = None
-        if not failure.reclaim_open and any(r in leaf.managed for r in unit.total):
-            side = leaf  # rule 1 opens only once its own leaf is back within its min
+        for node in unit.leaf.path[:-1]:  # up to the tree's root, below the virtual top
+            managed = [r for r in unit.total if r in node.managed]
+            if not managed:
+                break  # rule 1 never reaches through a node that manages none of what it asks for
+            if any(node.used.get(r, 0) + unit.total[r] > node.min.get(r, 0) for r in managed):
+                side = node
         return blockers, watch, failure.reclaim_open, side, host
 
     def _admitted(self, pod: Pod) -> None:

@@ -15,7 +15,19 @@ B. Node: while no cluster node has room for the pod (for a gang: until each
    since on the preemptor's side open rule 1 somewhere new: pods there it
    refused may be reclaimed now (nothing else taken elsewhere can turn a
    failed node into one with room: a gang there was weighed whole when it
-   failed). At most ``MAX_NODES`` tries fail before it gives up.
+   failed). At most ``MAX_NODES`` tries fail before it gives up. When no node
+   has room, lower-priority pods of its own leaf are taken until rule 1
+   reaches one more ancestor, and phase B runs again, up to the top (rule 1
+   open only below an ancestor where its leaf has no sibling gives nothing).
+C. Node first: when phase B fails after phase A took victims, the search
+   starts again from nothing with phase B, then phase A for what the quota is
+   still short of. Phase A's victims free quota wherever they run; each one
+   taken from a side uses up what that side may still give (rule 2 keeps it at
+   its ``min``, rule 1 takes from it only while it is above), so the victims
+   on the only nodes that can hold the preemptor may no longer be allowed,
+   though they alone would free the quota too. The first order is rule 3's;
+   this one runs only where it found nothing ("if no set makes room, evict
+   nothing": otherwise evict).
 
 A running gang is one victim of its whole size: taking one of its pods takes
 all of them (their room on other nodes counts too).
@@ -69,8 +81,9 @@ class Failure:
 
 
 class _Search:
-    def __init__(self, quota, cluster, preemptor):
+    def __init__(self, quota, cluster, preemptor, node_first: bool = False):
         self.quota, self.cluster, self.unit = quota, cluster, preemptor
+        self.node_first = node_first  # phase C: phase B before phase A
         self.ctx = PreemptionContext(preemptor, cluster.capacity)
         self.request = {r: a for r, a in preemptor.request.items() if a > 0}  # one pod's
         self.count, self.selector = preemptor.count, preemptor.selector
@@ -95,6 +108,8 @@ class _Search:
         self.priorities = sorted(quota.top.prio_count)
         self.chosen: list = []  # units, in the order taken
         self.passed_over: list = []  # allowed units phase A did not need
+        self.offered: list = []  # units phase B looked at (node first: phase A looks at them again)
+        self.quota_victims = 0  # how many units phase A took before phase B
         self.examined = 0
         self.failures = 0  # phase B's tries on a node that did not make room
         self.failure: Failure | None = None
@@ -202,19 +217,16 @@ class _Search:
             self.failure = Failure("waiting", None, self.ctx.reclaim_open())
             return None
         stream = self.candidates()
-        if self.quota_short():
-            for unit in stream:
-                if not self.helps_quota(unit):
-                    self.passed_over.append(unit)
-                    continue
-                self.take(unit)
-                if not self.quota_short():
-                    break
-            if self.quota_short():
+        if self.quota_short() and not self.node_first:
+            if not self._cover_quota(stream):
                 self._fail("quota")
                 return None
+            self.quota_victims = len(self.chosen)
         if self.placement() is None and not self._node_phase(stream):
             self._fail("node")
+            return None
+        if self.quota_short() and not self._cover_quota(self._not_taken(stream)):
+            self._fail("quota")  # node first: its victims there, and all allowed after them, do not do
             return None
         self._prune()
         kinds = self.ctx.valid(self.chosen)
@@ -222,6 +234,25 @@ class _Search:
             raise AssertionError("preemption plan breaks the rules")
         return Plan([pod for unit in self.chosen for pod in unit.pods], self.placement(),
                     {pod.uid: kind for unit, kind in zip(self.chosen, kinds) for pod in unit.pods})
+
+    def _cover_quota(self, units) -> bool:
+        """Phase A: take the units that free what a quota node on the path is short of, until none is."""
+        for unit in units:
+            if not self.helps_quota(unit):
+                self.passed_over.append(unit)
+                continue
+            self.take(unit)
+            if not self.quota_short():
+                return True
+        return False
+
+    def _not_taken(self, stream):
+        """The units phase B looked at and did not take, still allowed, then the rest of ``stream``."""
+        chosen = {pod.uid for unit in self.chosen for pod in unit.pods}
+        for unit in self.offered:
+            if unit.lead.uid not in chosen and self.ctx.kind(unit) is not None:
+                yield unit
+        yield from stream
 
     def _fail(self, stage: str) -> None:
         short = None
@@ -233,7 +264,7 @@ class _Search:
         self.failure = Failure(stage, short, self.ctx.reclaim_open())
 
     def _node_phase(self, stream) -> bool:
-        offered = []
+        offered = self.offered
 
         def tap(units):
             for unit in units:
@@ -242,15 +273,21 @@ class _Search:
 
         if self._make_room(tap(itertools.chain(self.passed_over, stream))):
             return True
-        # Rule 1 may still open: lower-priority pods of its own leaf, wherever they run, may bring its
-        # side within min, and the pods it could then reclaim may be the ones that make room.
-        return self._open_reclaim() and self._make_room(itertools.chain(offered, self.candidates()))
+        # Rule 1 may still open, or reach further up: lower-priority pods of its own leaf, wherever they
+        # run, may bring its side within min below one more ancestor, and the pods it could then
+        # reclaim may be the ones that make room. Rule 1 open below an ancestor whose other subtrees
+        # have nothing to give (its leaf an only child) does not make room: reach on up.
+        while self._open_reclaim():
+            if self._make_room(itertools.chain(list(offered), tap(self.candidates()))):
+                return True
+        return False
 
     def _open_reclaim(self) -> bool:
-        """Take lower-priority pods of the preemptor's own leaf (in victim order) until rule 1 allows
-        reclaiming somewhere; False (nothing taken) when they cannot."""
+        """Take lower-priority pods of the preemptor's own leaf (in victim order) until rule 1 reaches an
+        ancestor it did not reach before; False (nothing taken) when they cannot, or it reaches them all."""
         ctx, leaf = self.ctx, self.ctx.leaf
-        if ctx.reclaim_open() or leaf.candidates is None:
+        reach = self._reclaim_reach()
+        if all(reach) or leaf.candidates is None:
             return False
         chosen = {pod.uid for unit in self.chosen for pod in unit.pods}
         added, seen = [], set()
@@ -263,7 +300,7 @@ class _Search:
             seen.update(p.uid for p in unit.pods)
             self.take(unit)
             added.append(unit)
-            if ctx.reclaim_open():
+            if self._reclaim_reach() != reach:  # own pods leaving only widen it
                 self.picker.exclude([p for u in added for p in u.pods])
                 return True
         for unit in reversed(added):
@@ -388,4 +425,9 @@ def find_victims(quota, cluster, preemptor) -> Plan | Failure:
     plan = search.run()
     if plan is not None:
         return plan
-    return search.failure
+    if search.failure.stage == "node" and search.quota_victims:
+        # Phase C: the victims phase A took for the quota may be what barred the ones that make room.
+        plan = _Search(quota, cluster, preemptor, node_first=True).run()
+        if plan is not None:
+            return plan
+    return search.failure  # the first search's: what it was short of is what wakes it (engine._parking)
