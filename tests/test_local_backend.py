@@ -18,7 +18,8 @@ import pytest
 
 from hub_ext.backends.local import backend as backend_module
 from hub_ext.backends.local.accounts import NAME_MAX, AccountError, account_name
-from hub_ext.backends.local.backend import LocalBackend, _alive, _read_exit
+from hub_ext.backends.local.backend import LocalBackend
+from hub_ext.backends.local.processes import REPLACED_LOG, _alive, _read_exit
 from hub_ext.backends.local.workdir import UnsafeFile, make_workdir, open_owned, read_owned
 from hub_ext.quota.errors import ValidationError
 from hub_ext.tenants import Tenant
@@ -43,7 +44,7 @@ def _run(tmp_path, script):
 def test_eviction_is_sigterm_then_the_grace_period_then_sigkill(tmp_path):
     proc, exit_file = _run(tmp_path, STUBBORN)
     started = time.monotonic()
-    asyncio.run(LocalBackend()._terminate(proc.pid, grace=1.5))
+    asyncio.run(LocalBackend().processes.terminate(proc.pid, grace=1.5))
     took = time.monotonic() - started
     proc.wait(timeout=10)
     assert 1.4 <= took < 10, took  # it waited the grace period, not less, then killed
@@ -55,7 +56,7 @@ def test_eviction_is_sigterm_then_the_grace_period_then_sigkill(tmp_path):
 def test_a_pod_that_stops_on_sigterm_is_not_killed_and_its_status_is_kept(tmp_path):
     proc, exit_file = _run(tmp_path, POLITE)
     started = time.monotonic()
-    asyncio.run(LocalBackend()._terminate(proc.pid, grace=30))
+    asyncio.run(LocalBackend().processes.terminate(proc.pid, grace=30))
     assert time.monotonic() - started < 10  # no need to wait out the grace period
     assert proc.wait(timeout=10) == 3 and _read_exit(exit_file) == 3
 
@@ -184,9 +185,9 @@ def test_the_service_reads_a_pods_files_only_if_they_are_its_own(tmp_path):
     (folder / "p-0.exit").symlink_to(secret)
     os.mkfifo(folder / "p-1.log")  # or with a FIFO, to hang the service
     row = type("Row", (), {"log_path": str(folder / "p-0.log")})
-    assert LocalBackend().logs(None, row) == backend_module.REPLACED_LOG
+    assert LocalBackend().logs(None, row) == REPLACED_LOG
     row.log_path = str(folder / "p-1.log")
-    assert LocalBackend().logs(None, row) == backend_module.REPLACED_LOG  # and did not block
+    assert LocalBackend().logs(None, row) == REPLACED_LOG  # and did not block
     assert _read_exit(folder / "p-0.exit") is None
     assert read_owned(secret, me + 1) is None  # someone else's file
     for name in ("p-0.log", "p-1.log"):

@@ -29,7 +29,7 @@ from hub_ext.backends.local import LocalBackend, cgroups
 from hub_ext.backends.local.account_python import python_for_accounts
 from nobody import run_as_nobody
 from hub_ext.backends.local.accounts import LocalAccounts
-from hub_ext.backends.local.backend import _alive
+from hub_ext.backends.local.processes import _alive
 from hub_ext.service.controller import Controller, Identity
 from hub_ext.service.store import Store
 from hub_ext.tenants import tenants_from_groups
@@ -132,7 +132,7 @@ async def printed(c: Controller, row, pattern: str) -> re.Match:
 def pod_cgroups(c: Controller, row) -> list[str]:
     """The folders of the job's cgroups that still exist."""
     where, _ = cgroups.place()
-    return [cg.name for cg in where.all(c.backend._cgroup_name(row, row.pods[0]))]
+    return [cg.name for cg in where.all(c.backend.processes.cgroup_name(row, row.pods[0]))]
 
 
 # -- what a pod's cgroup is given --------------------------------------------------------------------
@@ -165,7 +165,7 @@ async def test_a_100m_job_gets_a_tenth_of_a_cpu_however_many_processes_it_spins(
     # three spinning processes for 4 s (the finding: 2.9 CPU-s in 4 s); a tenth of a CPU allows 0.4
     assert float(found.group(1)) <= 0.1 * float(found.group(2)) + 0.3, found.group(0)
     cg = cgroups.of_pid(pid)
-    assert cg is not None and cg.name.startswith(c.backend._cgroup_name(row, row.pods[0]))
+    assert cg is not None and cg.name.startswith(c.backend.processes.cgroup_name(row, row.pods[0]))
     assert cg.cpu_seconds() <= 0.1 * elapsed + 0.3, (cg.cpu_seconds(), elapsed)  # all in it, runner included
     c.cancel(ADMIN, row)
     await until(lambda: not pod_cgroups(c, row), "its cgroup to be removed")

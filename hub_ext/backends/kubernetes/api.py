@@ -8,11 +8,13 @@ impersonation headers set with ``set_default_header``) and connection pool.
 
 Every failure (an API status such as 403 or 409, a refused connection, a
 timeout) raises ``KubernetesError``, whose ``str`` is one line.
+``cluster_client`` makes the ``ApiClient`` from the service's credentials.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -21,6 +23,8 @@ from urllib.parse import quote
 import orjson
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as Urllib3Error
+
+from ...quota.errors import ValidationError
 
 
 class KubernetesError(RuntimeError):
@@ -292,3 +296,23 @@ def missing_group_versions(served: dict[str, list[str]], wanted) -> dict[str, st
         elif version not in versions:
             out[gv] = f"the API server does not serve {gv} (it serves {group} at {', '.join(versions) or 'no version'})"
     return out
+
+
+def cluster_client(kubeconfig: str = "", context: str = "", pool_size: int = 0):
+    """An ``ApiClient`` with the service's credentials: ``kubeconfig`` (and its ``context``) when given, or
+    outside a pod; else the pod's ServiceAccount. Its connection pool holds at least ``pool_size``."""
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    try:
+        if kubeconfig or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_kube_config(config_file=kubeconfig or None, context=context or None,
+                                    client_configuration=configuration)
+        else:
+            config.load_incluster_config(client_configuration=configuration)
+    except (config.ConfigException, OSError, TypeError, ValueError) as err:
+        where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        raise ValidationError(f"KubernetesBackend: no cluster credentials ({where}): {' '.join(str(err).split())}") from None
+    configuration.retries = 0  # retried by us, with backoff and one line per outage (not urllib3's per call)
+    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, pool_size)
+    return client.ApiClient(configuration)

@@ -31,20 +31,24 @@ duty to one room, each a module of this package:
 
 Notebook pods are created by the spawner; this backend only evicts and stops
 them. The labels and names of everything we make are in ``objects``.
+
+Why it is over 500 lines: half of it is ``KubernetesBackend``'s configurable traits with
+their help text (the configuration reference is made from them, and ``c.KubernetesBackend.*``
+names are a public contract), which belong on the one class the service configures; the
+rest is the Backend contract's methods, each handing its duty to a room, and the loop
+that runs the rooms' background work.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 from traitlets import Bool, Dict, Float, Int, List, Unicode
 from traitlets.config import LoggingConfigurable
 
-from ...quota.errors import ValidationError
 from .. import Backend
-from .api import Api, KubernetesError, RateLimiter
+from .api import Api, RateLimiter, cluster_client
 from .calls import Calls
 from .checks import Checks
 from .datasetcrd import ClusterDatasets
@@ -59,7 +63,6 @@ from .nodes import Nodes
 from .ours import Ours
 from .quotatree import ClusterTree
 from .recovery import Recovery
-from .stagelog import StageLog
 from .tenants import Tenants
 from .training import Training
 
@@ -341,8 +344,6 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         self.tenants = Tenants(self)
         self.ours = Ours(self)
         self.training = Training(self)
-        if self.stage_log:
-            self.training.stages = StageLog(self.stage_log)
         self.follower = Follower(self)
         self.evictions = Evictions(self)
         self.recovery = Recovery(self)
@@ -370,23 +371,8 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             self.cluster_nodes.tell(health)
 
     def _default_client(self):
-        from kubernetes import client, config
-
-        configuration = client.Configuration()
-        try:
-            if self.kubeconfig or not os.environ.get("KUBERNETES_SERVICE_HOST"):
-                config.load_kube_config(config_file=self.kubeconfig or None, context=self.kube_context or None,
-                                        client_configuration=configuration)
-            else:
-                config.load_incluster_config(client_configuration=configuration)
-        except (config.ConfigException, OSError, TypeError, ValueError) as err:
-            where = self.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-            raise ValidationError(f"KubernetesBackend: no cluster credentials ({where}): {' '.join(str(err).split())}") from None
-        configuration.retries = 0  # retried by us, with backoff and one line per outage (not urllib3's per call)
-        # room for every create in flight, the watches and the probes
-        configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0,
-                                                    self.create_concurrency + 8)
-        return client.ApiClient(configuration)
+        # room in its connection pool for every create in flight, the watches and the probes
+        return cluster_client(self.kubeconfig, self.kube_context, self.create_concurrency + 8)
 
     # -- what the service reads ----------------------------------------------------------------
     @property
@@ -501,7 +487,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         if health is not None:  # nothing is admitted before the checks ran once
             health.set("startup-checks", "the start-up checks of the cluster have not run yet", log=False)
         tasks = [asyncio.ensure_future(self.monitor.run()), asyncio.ensure_future(self.checks.run()),
-                 asyncio.ensure_future(self.dataset_objects.run()), asyncio.ensure_future(self._look_for_fluid())]
+                 asyncio.ensure_future(self.dataset_objects.run()), asyncio.ensure_future(self.fluid.follow())]
         self.cluster_nodes.ensure_watched()
         self.ours.watch_pods()
         self.foreign.start(loop)
@@ -519,20 +505,6 @@ class KubernetesBackend(LoggingConfigurable, Backend):
                 task.cancel()
             for watch in self._watches():
                 watch.stop()
-
-    async def _look_for_fluid(self) -> None:
-        """Ask whether Fluid is served now and every ``fluid_check_seconds``; its coming or going is a
-        change for the datasets (their caches are made or waited for)."""
-        loop = asyncio.get_running_loop()
-        while True:
-            before = self.fluid.why
-            try:
-                await self.fluid.check(loop.time())
-            except KubernetesError as err:
-                self.log.warning("could not ask whether Fluid is installed: %s", err)
-            if self.fluid.why != before and self.datasets.wanted is not None:
-                self.datasets.kick()
-            await asyncio.sleep(self.fluid_check_seconds)
 
     def _watches(self) -> list[Informer]:
         return [w for w in (self.foreign.watch, self.cluster_nodes.watch, *self.ours.watches(),
@@ -554,5 +526,4 @@ class KubernetesBackend(LoggingConfigurable, Backend):
             watch.stop()
         self.datasets.close()
         self._executor.shutdown(wait=False, cancel_futures=True)
-        if self.training.stages is not None:
-            self.training.stages.close()
+        self.training.close()

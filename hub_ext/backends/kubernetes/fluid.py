@@ -25,6 +25,7 @@ None, or the sentence the API's 409 and the page's button show.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 
@@ -101,6 +102,21 @@ class Fluid:
             b.log.info("dataset acceleration: %s", "Fluid is served" if why is None else why)
         self.why, self.checked_at = why, now
         return why
+
+    async def follow(self) -> None:
+        """Ask whether Fluid is served now and every ``fluid_check_seconds``; its coming or going is a
+        change for the datasets (their caches are made or waited for)."""
+        b = self.backend
+        loop = asyncio.get_running_loop()
+        while True:
+            before = self.why
+            try:
+                await self.check(loop.time())
+            except KubernetesError as err:
+                b.log.warning("could not ask whether Fluid is installed: %s", err)
+            if self.why != before and b.datasets.wanted is not None:
+                b.datasets.kick()
+            await asyncio.sleep(b.fluid_check_seconds)
 
     def stale(self, now: float) -> bool:
         return self.checked_at is None or now - self.checked_at >= self.backend.fluid_check_seconds

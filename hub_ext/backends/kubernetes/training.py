@@ -23,6 +23,7 @@ from .follow import Followed, ended, refusal
 from .informer import outage_error
 from . import mounts
 from .objects import JOB_NAME_LABEL, MANAGED_BY, MANAGER, WORKLOAD_LABEL
+from .stagelog import StageLog
 
 
 class Training:
@@ -32,7 +33,8 @@ class Training:
         self.backend = backend  # its configuration, controller, calls, ``ours`` and ``follower``
         self.jobs: bool | None = None  # whether training pods are made as Jobs (None: not discovered yet)
         self.slots: asyncio.Semaphore | None = None  # made on the loop, at the first create
-        self.stages = None  # the benchmark's StageLog (``stage_log``), or None
+        # the benchmark's record of each create, only where ``stage_log`` names its file
+        self.stages = StageLog(backend.stage_log) if backend.stage_log else None
 
     # -- manifests -------------------------------------------------------------------------
     def labels(self, row) -> dict:
@@ -230,3 +232,8 @@ class Training:
         except Exception as err:  # noqa: BLE001 - logs are best effort
             backend.log.warning("logs of %s/%s: %s", row.namespace, name, " ".join(str(err).split())[:200])
             return ""
+
+    def close(self) -> None:
+        """The service is ending: the benchmark's record of creates, if any, is closed."""
+        if self.stages is not None:
+            self.stages.close()

@@ -6,7 +6,8 @@ a log file. Eviction is SIGTERM to the group, the grace period, then SIGKILL.
 Each pod runs in a cgroup of its own (``cgroups``): its CPU and memory as it asked, and
 when its command ends (or it is cancelled) every process left in it is killed, ``setsid``
 or not, and the cgroup removed. Where no cgroup can be made, one warning at start-up says
-what is not enforced then.
+what is not enforced then. The life of these processes is ``processes.Processes``'; this
+module keeps the configuration and the Backend contract's methods, which hand it on.
 Notebook servers are started by the spawner once admitted; evicting one warns
 its user (an event on the workload) and then stops the server through the hub
 API, recording who preempted it.
@@ -22,39 +23,26 @@ says so at start-up, and more than one user or tenant is refused unless
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import pwd
-import secrets
-import signal
-import subprocess
 import sys
-from pathlib import Path
 
 from traitlets import Bool, Dict, Float, List, Unicode, default
 from traitlets.config import LoggingConfigurable
 
 from ...quota.errors import ValidationError
 from ...quota.nodes import parse_node
-from ...scheduler.model import Reason
 from .. import Backend
 from . import cgroups
 from .account_python import others_can_enter, others_can_run
-from .accounts import AccountError, LocalAccounts, groups_of, running_as_root
-from .datasets import DatasetError, ensure_group, folder_problem, grant, group_name, guard_folder, link_datasets, \
-    set_members
-from .workdir import make_workdir, open_owned, read_owned, write_owned
-
-POLL_SECONDS = 0.2
-#: Never handed down to a pod, whatever the service's environment holds.
-SECRET_ENV = ("JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN", "TENANCY_HUB_TOKEN_FD")
-#: ``python script.py``, as __main__, opening the script by its relative path (see ``_command``).
-RUN_SCRIPT = ("import sys; sys.argv[0] = __file__ = 'script.py'; "
-              "exec(compile(open(__file__, 'rb').read(), __file__, 'exec'))")
-REPLACED_LOG = "tenancy: this pod's log file was replaced by something that is not its own file; it is not shown\n"
-
+from .accounts import AccountError, LocalAccounts, running_as_root
+from .datasets import DatasetError, ensure_group, folder_problem, grant, group_name, guard_folder, set_members
+from .processes import Processes
 
 class LocalBackend(LoggingConfigurable, Backend):
+    """The service's backend for this machine: its configuration (``c.LocalBackend.*``), whom pods run
+    as, datasets' folders, notebooks' evictions; training pods' processes are ``processes.Processes``'."""
+
     nodes_config = List(
         Dict(),
         default_value=[{"name": "local-1", "allocatable": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"}}],
@@ -147,8 +135,7 @@ class LocalBackend(LoggingConfigurable, Backend):
         self.hub = hub
         self._tenants: list = []
         self._guarded: set[str] = set()  # datasets whose folders' groups this service keeps
-        self._procs: dict[int, subprocess.Popen] = {}
-        self._cgroups: dict[int, cgroups.Cgroup] = {}  # a runner's pid -> its pod's cgroup
+        self.processes = Processes(self)  # the training pods' processes (``processes.py``)
         self.cgroups, why = cgroups.place()
         if self.cgroups is None:
             self.log.warning("LocalBackend: no cgroup can be made here (%s): each training pod is only a process "
@@ -261,39 +248,6 @@ class LocalBackend(LoggingConfigurable, Backend):
         """Whom ``user``'s pods run as: their own account (made if need be), or the service's. Blocking."""
         return self.accounts.ensure(user) if self.per_user else _me()
 
-    def _command(self, row, workdir: Path, owner: pwd.struct_passwd) -> list[str]:
-        spec = row.spec
-        if "command" in spec:
-            return list(spec["command"])
-        write_owned(workdir, "script.py", spec["script"], owner.pw_uid, owner.pw_gid)
-        # Not `python script.py`: Python opens a script by its absolute path, which the account may
-        # not be able to walk (a DATA_DIR below a folder only root enters); this opens it relatively.
-        return [self.python, "-c", RUN_SCRIPT]
-
-    def _env(self, row, pod, owner: pwd.struct_passwd, datasets: dict | None = None) -> dict:
-        # The service's environment, without what makes it the hub's service (a pod is not).
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "JPY_"))}
-        if self.per_user:
-            env.update(HOME=owner.pw_dir, USER=owner.pw_name, LOGNAME=owner.pw_name,
-                       SHELL=owner.pw_shell or "/bin/sh",
-                       PATH=os.path.dirname(self.python) + os.pathsep + env.get("PATH", os.defpath))
-        env.update(self.env)
-        env.update(row.spec.get("env", {}))
-        env.update({"TENANCY_WORKLOAD": row.name, "TENANCY_WORKLOAD_ID": row.id, "TENANCY_NAMESPACE": row.namespace,
-                    "TENANCY_POD": pod.name, "TENANCY_REPLICAS": str(row.spec.get("replicas", 1)),
-                    "TENANCY_NODE": pod.node or "", "PYTHONUNBUFFERED": "1",
-                    # name -> the absolute path of its link in the work folder: code never hard-codes one
-                    "TENANCY_DATASETS": json.dumps(datasets or {}, sort_keys=True)})
-        for secret in SECRET_ENV:
-            env.pop(secret, None)
-        return env
-
-    def _identity(self, owner: pwd.struct_passwd) -> dict:
-        """Popen arguments that drop to ``owner`` (its uid, its group, its own groups only)."""
-        if not self.per_user:
-            return {}
-        return {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": groups_of(owner)}
-
     async def start(self, row, pod, prow) -> None:
         if row.kind == "notebook":
             return  # the spawner starts the server once it sees the admission
@@ -303,137 +257,20 @@ class LocalBackend(LoggingConfigurable, Backend):
             if self.per_user:  # its process has the datasets' groups from the start
                 for use in uses:
                     await asyncio.to_thread(grant, owner.pw_name, use["name"])
-            proc, exit_path = self._launch(row, pod, prow, owner, uses)
+            proc, exit_path = self.processes.launch(row, pod, prow, owner, uses)
         except Exception as err:  # noqa: BLE001 - an unstartable pod ends, it does not hold quota
             self.log.error("could not start %s/%s: %s", row.namespace, pod.name, err)
             self.controller.pod_exited(pod.uid, 127)
             return
-        await self._watch(pod.uid, proc.pid, exit_path, proc)
-
-    def _cgroup_name(self, row, pod) -> str:
-        """``<service>-<workload>-<pod>-``: what the names of this pod's cgroups start with."""
-        return f"{cgroups.service_prefix(self.data_dir)}{row.id}-{pod.name}-"
-
-    def _launch(self, row, pod, prow, owner: pwd.struct_passwd, uses=()):
-        uid, gid = owner.pw_uid, owner.pw_gid
-        workdir = make_workdir(Path(self.data_dir).absolute(), row.id, uid, gid)
-        datasets = link_datasets(workdir, list(uses), uid, gid)
-        log_name, exit_name = f"{pod.name}.log", f"{pod.name}.exit"
-        try:
-            os.unlink(workdir / exit_name)  # never follows a link
-        except FileNotFoundError:
-            pass
-        log_fd = open_owned(workdir, log_name, os.O_WRONLY | os.O_APPEND, uid, gid)
-        try:
-            prow.log_path = str(workdir / log_name)
-            # Paths relative to the work folder: the account may not be able to cross its ancestors.
-            user_command = self._command(row, workdir, owner)
-            cg, fds = None, []
-            if self.cgroups is not None:  # a new one each launch: an old process's end never kills a new one
-                cg = self.cgroups.create(self._cgroup_name(row, pod) + secrets.token_hex(3),
-                                         cgroups.limits_for(row.spec.get("resources"), self.burst_cpu))
-                fds = cg.join_fds()
-            command = [self.python, "-m", "hub_ext.backends.local.runner", exit_name,
-                       *(["--cgroup", ",".join(map(str, fds))] if fds else []), "--", *user_command]
-            try:
-                proc = subprocess.Popen(
-                    command, stdout=log_fd, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=workdir,
-                    env=self._env(row, pod, owner, datasets), start_new_session=True, umask=0o077, pass_fds=fds,
-                    **self._identity(owner),
-                )
-            except OSError as err:
-                if cg is not None:
-                    cg.remove()
-                why = f"{owner.pw_name} cannot run {self.python}: {err.strerror or err}"
-                if isinstance(err, PermissionError) and self.per_user:
-                    why += " (LocalBackend.python must be a Python every user's account can run)"
-                os.write(log_fd, f"tenancy: could not start this pod: {why}\n".encode())
-                raise OSError(why) from None
-            finally:
-                for fd in fds:
-                    os.close(fd)
-        finally:
-            os.close(log_fd)
-        if cg is not None:
-            self._cgroups[proc.pid] = cg
-        prow.pid = proc.pid
-        # Durable at once: a service that dies now must find this process again, not start another.
-        self.controller.store.commit()
-        self._procs[pod.uid] = proc
-        self.log.info("started %s/%s (pid %s, as %s) on %s", row.namespace, pod.name, proc.pid, owner.pw_name,
-                      pod.node)
-        return proc, workdir / exit_name
-
-    async def _watch(self, uid: int, pid: int, exit_path: Path, proc=None) -> None:
-        while True:
-            if proc is not None:
-                if proc.poll() is not None:
-                    break
-            elif not _alive(pid):
-                break
-            await asyncio.sleep(POLL_SECONDS)
-        # Its command has ended: so does everything it started (setsid or not), and its cgroup goes.
-        oom = await self._end_cgroup(pid, exit_path)  # what to say when the kernel stopped it for its memory
-        if uid in self._procs and self._procs[uid] is not proc:
-            return  # a newer process of this pod is running now; this one's end is old news
-        self._procs.pop(uid, None)
-        code = _read_exit(exit_path)
-        if code is None:
-            code = proc.returncode if proc is not None and proc.returncode is not None else 137
-            code = 128 - code if code < 0 else code
-        reason = Reason("failed", oom, {"exitCode": code, "oomKilled": True}) if oom and code else None
-        self.controller.pod_exited(uid, code, reason)
-
-    async def _end_cgroup(self, pid: int, exit_path: Path | None) -> str | None:
-        """Kill what is left in the cgroup of the runner ``pid`` and remove it; if the kernel killed one
-        of its processes for its memory, the sentence that says so (also written to the pod's log)."""
-        cg = self._cgroups.pop(pid, None)
-        if cg is None:
-            return None
-        try:
-            kills = await asyncio.to_thread(cg.oom_kills)
-            await asyncio.to_thread(cg.end)
-        except OSError as err:
-            self.log.warning("could not remove the cgroup %s of pod process %s: %s", cg.name, pid, err)
-            return None
-        if not kills or exit_path is None:
-            return None
-        memory = cg.limits.memory if cg.limits else None
-        size = f" of {_mebibytes(memory)}" if memory else ""
-        message = (f"{exit_path.stem} went over its memory limit{size}, so the kernel stopped it (out of memory): "
-                   "ask for more memory (resources.limits.memory), or use less")
-        self._append_log(exit_path.with_suffix(".log"), f"tenancy: {message}\n")
-        return message
-
-    def _append_log(self, path: Path, line: str) -> None:
-        try:
-            fd = open_owned(path.parent, path.name, os.O_WRONLY | os.O_APPEND, _folder_owner(path),
-                            os.lstat(path.parent).st_gid)
-        except OSError as err:
-            self.log.warning("could not write to %s: %s", path, err)
-            return
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
-
-    async def _terminate(self, pid: int | None, grace: float) -> None:
-        if not pid or not _alive(pid):
-            return
-        _signal_group(pid, signal.SIGTERM)
-        deadline = asyncio.get_running_loop().time() + max(grace, 0)
-        while _alive(pid) and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(POLL_SECONDS)
-        if _alive(pid):
-            _signal_group(pid, signal.SIGKILL)
+        await self.processes.watch(pod.uid, proc.pid, exit_path, proc)
 
     async def evict(self, row, pod, prow, grace: float, reason) -> None:
         if row.kind == "notebook":
             await self._evict_notebook(row, pod, grace, reason)
             return
-        await self._terminate(prow.pid, grace)
+        await self.processes.terminate(prow.pid, grace)
         # the watcher reports the exit; a pod we no longer watch is done now
-        if pod.uid not in self._procs:
+        if not self.processes.watched(pod.uid):
             self.controller.eviction_done(pod.uid)
 
     async def _evict_notebook(self, row, pod, grace: float, reason) -> None:
@@ -470,12 +307,7 @@ class LocalBackend(LoggingConfigurable, Backend):
                 except Exception as err:  # noqa: BLE001
                     self.log.warning("could not stop %s's server: %s", row.user, err)
             return
-        cg = self._cgroups.get(prow.pid) if prow.pid else None
-        if cg is not None:  # those that left its process group (setsid) are asked too
-            await asyncio.to_thread(cg.signal, signal.SIGTERM, prow.pid)
-        await self._terminate(prow.pid, self.stop_grace_seconds)
-        if cg is not None:
-            await asyncio.to_thread(_end_quietly, cg, self.log)
+        await self.processes.stop(prow, self.stop_grace_seconds)
 
     async def recover(self, row, prow, pod):
         """``"running"``, ``("exited", code)`` or ``"gone"`` for a pod that ran before a restart."""
@@ -487,25 +319,10 @@ class LocalBackend(LoggingConfigurable, Backend):
             except Exception:  # noqa: BLE001
                 return "gone"
             return "running" if running else "gone"
-        exit_path = Path(prow.log_path or "").with_suffix(".exit") if prow.log_path else None
-        if prow.pid and _alive(prow.pid) and not (exit_path and os.path.lexists(exit_path)):
-            cg = self.cgroups.of_pid(prow.pid) if self.cgroups is not None else None
-            if cg is not None:
-                self._cgroups[prow.pid] = cg
-            asyncio.ensure_future(self._watch(pod.uid, prow.pid, exit_path))
-            self._procs[pod.uid] = None
-            return "running"
-        if self.cgroups is not None:  # what its processes left running while the service was down
-            for cg in self.cgroups.all(self._cgroup_name(row, pod)):
-                await asyncio.to_thread(_end_quietly, cg, self.log)
-        code = _read_exit(exit_path) if exit_path else None
-        return ("exited", code) if code is not None else "gone"
+        return await self.processes.recover(row, prow, pod)
 
     def logs(self, row, prow, tail_bytes: int = 1_000_000) -> str:
-        if not prow.log_path or not os.path.lexists(prow.log_path):
-            return ""
-        data = read_owned(prow.log_path, _folder_owner(prow.log_path), tail_bytes=tail_bytes)
-        return REPLACED_LOG if data is None else data.decode("utf-8", "replace")
+        return self.processes.logs(prow, tail_bytes)
 
 
 def _me() -> pwd.struct_passwd:
@@ -516,54 +333,3 @@ def _me() -> pwd.struct_passwd:
         return pwd.struct_passwd((str(os.geteuid()), "x", os.geteuid(), os.getegid(), "",
                                   os.environ.get("HOME", "/"), "/bin/sh"))
 
-
-def _mebibytes(n: int) -> str:
-    return f"{n // 2**20}Mi" if n % 2**20 == 0 else f"{n} bytes"
-
-
-def _end_quietly(cg: cgroups.Cgroup, log) -> None:
-    try:
-        cg.end()
-    except OSError as err:
-        log.warning("could not remove the cgroup %s: %s", cg.name, err)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie child counts as gone
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
-def _signal_group(pid: int, sig) -> None:
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _folder_owner(path) -> int:
-    """Whose a work folder's files must be: the folder's owner (its account; only root can change it)."""
-    try:
-        return os.lstat(os.path.dirname(os.path.abspath(path))).st_uid
-    except OSError:
-        return -1
-
-
-def _read_exit(path: Path | None) -> int | None:
-    """The exit status the runner recorded (as the pod's account) in ``path``, if it is that account's file."""
-    if path is None:
-        return None
-    data = read_owned(path, _folder_owner(path), tail_bytes=64)
-    try:
-        return int(data.decode().strip()) if data is not None else None
-    except ValueError:
-        return None
