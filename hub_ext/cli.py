@@ -119,6 +119,15 @@ def _copy_record(record):
     return out
 
 
+def _whatif(args) -> int:
+    from .planning.table import side_by_side
+    from .planning.whatif import whatif
+
+    rows = whatif(args.scenario, args.tree)
+    print("\n".join(json.dumps(r) for r in rows) if args.json else side_by_side(rows))
+    return 0
+
+
 def _validate(args) -> int:
     from .validate import validate_file
 
@@ -308,6 +317,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
                    help="how long one step may take to settle on the cluster (default 120)")
     p.set_defaults(func=_replay)
+
+    p = sub.add_parser("whatif", help="run a scenario's arrivals under its own quota tree and under a proposed "
+                                      "one, and compare waits, evictions, borrowing and idle room per team")
+    p.add_argument("scenario", help="scenario YAML whose workloads all carry tenancy.jupyter.org/duration")
+    p.add_argument("--tree", required=True, metavar="PROPOSED.yaml", help="the proposed ElasticQuotaTree")
+    p.add_argument("--json", action="store_true", help="one JSON object a line: per team, then the cluster")
+    p.set_defaults(func=_whatif)
 
     p = sub.add_parser("validate", help="check a quota tree, manifests or a scenario")
     p.add_argument("file", help="YAML file")
