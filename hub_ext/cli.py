@@ -156,6 +156,10 @@ def _positive(text: str) -> int:
 
 
 def _bench(args) -> int:
+    if args.whatif:
+        from .bench.whatif import main as whatif_main
+
+        return whatif_main(args)
     if args.cluster:
         from .bench.cluster import main as cluster_main
 
@@ -333,6 +337,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object per measurement")
     p.add_argument("--quick", action="store_true", help="small sizes only (seconds, for a smoke run)")
     p.add_argument("--seed", type=int, default=1, help="random seed for the synthetic clusters")
+    p.add_argument("--whatif", action="store_true",
+                   help="instead: a week of 10,000 jobs over 100 leaves replayed under two trees, as tenancy whatif "
+                        "does (--quick: 1,000)")
     p.add_argument("--cluster", metavar="KUBECONFIG",
                    help="instead: single-pod Jobs on this cluster, plain kube-scheduler against the service's REST "
                         "API (needs kwok there; tools/bench/cluster_bench.py starts a control plane for it)")

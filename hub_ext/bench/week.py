@@ -49,7 +49,7 @@ def week_scenario(workloads: int, leaves: int, nodes: int, seed: int, *, leaf_ma
                           seconds))
     if batch:
         steps.append({"apply": batch})
-    steps.append({"advance": f"{WEEK_S}s"})  # let the last of them finish
+    steps.append({"advance": "24h"})  # let the last of them finish
     return {
         "name": f"a week of {workloads} jobs over {leaves} leaves",
         "nodes": [{"name": f"node-{i}", "allocatable": {"cpu": str(NODE_CPU), "memory": f"{NODE_MEM_GI}Gi"}}

@@ -49,7 +49,7 @@ class _Team:
     """One team's running totals, brought up to date only when the team (or the guarantees) change."""
 
     __slots__ = ("used", "waiting", "min", "managed", "in_tree", "since", "f_since", "h_since", "below_set",
-                 "used_i", "borrowed_i", "lent_i", "below_s")
+                 "used_i", "borrowed_i", "lent_i", "below_s", "res")
 
     def __init__(self):
         self.used: dict = defaultdict(int)
@@ -65,6 +65,7 @@ class _Team:
         self.borrowed_i: dict = defaultdict(float)
         self.lent_i: dict = defaultdict(float)
         self.below_s = 0.0
+        self.res: tuple = ()  # every resource it used or was guaranteed so far
 
     def borrowed(self, res: str) -> int:
         if not self.in_tree:
@@ -114,37 +115,45 @@ class _Sweep:
     def settle(self, team: _Team) -> None:
         """Bring ``team``'s integrals up to ``now`` (its state has been constant since ``team.since``)."""
         dt = self.now - team.since
-        if dt > 0:
-            for res, amount in team.used.items():
-                if amount:
-                    team.used_i[res] += dt * amount
-                    b = team.borrowed(res)
-                    if b:
-                        team.borrowed_i[res] += dt * b
-        for res in set(team.f_since) | set(team.min):
+        lend_rate_cum = self.lend_rate_cum
+        f_since = team.f_since
+        for res in team.res:
+            amount = team.used.get(res, 0)
+            if amount and dt > 0:
+                team.used_i[res] += dt * amount
+                b = team.borrowed(res)
+                if b:
+                    team.borrowed_i[res] += dt * b
             u = team.unused(res)
             if u:
-                team.lent_i[res] += u * (self.lend_rate_cum[res] - team.f_since.get(res, 0.0))
+                team.lent_i[res] += u * (lend_rate_cum[res] - f_since.get(res, 0.0))
+            f_since[res] = lend_rate_cum[res]
         team.below_s += self.any_borrowed_cum[team.below_set] - team.h_since
         team.since = self.now
-        team.f_since = {res: self.lend_rate_cum[res] for res in set(team.min) | set(team.used)}
         team.h_since = self.any_borrowed_cum[team.below_set]
 
-    def change(self, name: str, fn) -> None:
-        """Apply ``fn(team)`` to one team, keeping the cluster's B and U and the team's integrals right."""
+    def change(self, name: str, fn, touched=None) -> None:
+        """Apply ``fn(team)`` to one team, keeping the cluster's B and U and the team's integrals right.
+
+        ``touched``: the resources whose use or guarantee ``fn`` may change (None: any)."""
         team = self.teams[name]
         self.settle(team)
-        resources = set(team.used) | set(team.min)
-        before = {r: (team.borrowed(r), team.unused(r)) for r in resources}
+        resources = team.res if touched is None else touched
+        before = [(r, team.borrowed(r), team.unused(r)) for r in resources]
         fn(team)
-        for res in set(team.used) | set(team.min) | resources:
-            b0, u0 = before.get(res, (0, 0))
+        for res, b0, u0 in before:
             self.borrowed[res] += team.borrowed(res) - b0
             self.unused[res] += team.unused(res) - u0
+        new = [r for r in (*team.used, *team.min) if r not in team.res]
+        for res in dict.fromkeys(new):
+            self.borrowed[res] += team.borrowed(res)
+            self.unused[res] += team.unused(res)
+            team.f_since[res] = self.lend_rate_cum[res]
+        if new:
+            team.res = tuple(dict.fromkeys((*team.res, *new)))
         team.below_set = team.below()
         self.any_borrowed_cum.setdefault(team.below_set, 0.0)
         team.h_since = self.any_borrowed_cum[team.below_set]
-        team.f_since = {res: self.lend_rate_cum[res] for res in set(team.min) | set(team.used)}
 
 
 def _events(timeline: Timeline) -> list:
@@ -194,7 +203,7 @@ def measure(timeline: Timeline) -> tuple[dict[str, dict], dict]:
             def run(team, requests=requests, sign=sign):
                 for res, amount in requests.items():
                     team.used[res] += sign * amount
-            sweep.change(name, run)
+            sweep.change(name, run, tuple(r for r in requests if r in sweep.teams[name].res))
             for res, amount in requests.items():
                 sweep.used_total[res] += sign * amount
         else:
@@ -203,7 +212,7 @@ def measure(timeline: Timeline) -> tuple[dict[str, dict], dict]:
             def wait(team, asks=asks, sign=sign):
                 for res in asks:
                     team.waiting[res] += sign
-            sweep.change(name, wait)
+            sweep.change(name, wait, ())
     sweep.advance(end)
     for team in sweep.teams.values():
         sweep.settle(team)
