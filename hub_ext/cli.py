@@ -128,6 +128,18 @@ def _whatif(args) -> int:
     return 0
 
 
+def _history_export(args) -> int:
+    import yaml
+
+    from .apiclient import TenancyClient
+    from .planning.period import parse_since
+
+    if args.since is not None:
+        parse_since(args.since)  # a bad period is said before the service is asked
+    sys.stdout.write(yaml.safe_dump(TenancyClient().history_scenario(args.since), sort_keys=False))
+    return 0
+
+
 def _validate(args) -> int:
     from .validate import validate_file
 
@@ -328,6 +340,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tree", required=True, metavar="PROPOSED.yaml", help="the proposed ElasticQuotaTree")
     p.add_argument("--json", action="store_true", help="one JSON object a line: per team, then the cluster")
     p.set_defaults(func=_whatif)
+
+    p = sub.add_parser("history", help="the service's recorded history (admins)")
+    actions = p.add_subparsers(dest="action", metavar="{export}", required=True)
+    a = actions.add_parser("export", help="write the recorded history as a scenario (YAML on stdout) that "
+                                          "tenancy simulate and tenancy whatif replay")
+    a.add_argument("--since", metavar="PERIOD", help="how far back: 30m, 24h, 7d, 2w (default: all that is kept)")
+    a.set_defaults(func=_client_call(_history_export))
 
     p = sub.add_parser("validate", help="check a quota tree, manifests or a scenario")
     p.add_argument("file", help="YAML file")
