@@ -140,6 +140,16 @@ def _history_export(args) -> int:
     return 0
 
 
+def _usage(args) -> int:
+    from .apiclient import TenancyClient
+    from .planning.period import parse_since
+    from .planning.usage_text import render
+
+    parse_since(args.since)
+    print(render(TenancyClient().usage(args.since, args.by), "json" if args.json else "csv" if args.csv else "table"))
+    return 0
+
+
 def _validate(args) -> int:
     from .validate import validate_file
 
@@ -340,6 +350,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tree", required=True, metavar="PROPOSED.yaml", help="the proposed ElasticQuotaTree")
     p.add_argument("--json", action="store_true", help="one JSON object a line: per team, then the cluster")
     p.set_defaults(func=_whatif)
+
+    p = sub.add_parser("usage", help="resource-hours used, borrowed and lent, waits and evictions per team over a "
+                                     "period, from the service's history (users: their teams)")
+    p.add_argument("--since", default="7d", metavar="PERIOD", help="how far back: 30m, 24h, 7d, 2w (default 7d)")
+    p.add_argument("--by", choices=("team", "user", "leaf"), default="team", help="group by (default: team)")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="one JSON object a line: per group, then the cluster")
+    out.add_argument("--csv", action="store_true", help="CSV: one row per group and resource")
+    p.set_defaults(func=_client_call(_usage))
 
     p = sub.add_parser("history", help="the service's recorded history (admins)")
     actions = p.add_subparsers(dest="action", metavar="{export}", required=True)

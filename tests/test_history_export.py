@@ -76,9 +76,8 @@ def _pod(c, name, phase="Running"):
     return next(p for p in c.engine.pods.values() if p.owner and p.owner[1] == name and p.phase.value == phase)
 
 
-@pytest.mark.asyncio
-async def test_the_export_replays_the_recorded_admissions_and_evictions(service):
-    c, t = service
+def _record(c, t) -> None:
+    """The history of the module's docstring."""
     alice, bob = (Identity(name=n, tenants=[x for x in c.tenants if n in x.members]) for n in ("alice", "bob"))
     job = {"command": ["train"], "gracePeriodSeconds": 5}
     c.submit(alice, {**job, "name": "a1", "resources": {"requests": {"cpu": "6"}}})
@@ -102,6 +101,12 @@ async def test_the_export_replays_the_recorded_admissions_and_evictions(service)
     t[0] = 275
     c.pod_exited(_pod(c, "a1").uid, 0)
     c.tick()
+
+
+@pytest.mark.asyncio
+async def test_the_export_replays_the_recorded_admissions_and_evictions(service):
+    c, t = service
+    _record(c, t)
     recorded = {r.name: r for r in c.store.history_rows(0, 300)}
     assert {n: r.state for n, r in recorded.items()} == {"a1": "Succeeded", "b1": "Succeeded", "a2": "Cancelled"}
     assert Counter(p.phase for r in recorded.values() for p in r.pods) == {"Succeeded": 2, "Evicted": 1, "Deleted": 1}
@@ -165,3 +170,32 @@ def test_the_tree_at_the_start_is_the_one_an_edit_replaced_and_later_edits_are_s
     doc = export([], edits, start=10.0, end=100.0, engine=_Engine(), tree_manifest=now)
     assert doc["objects"] == [old]
     assert doc["steps"] == [{"advance": "40s"}, {"name": "the quota tree changed", "apply": [new]}, {"advance": "50s"}]
+
+
+@pytest.mark.asyncio
+async def test_usage_per_team_from_the_recorded_history(service):
+    """Over 100..300 (the last 200 s), by team (guarantees: a 4, b 4 CPUs):
+    team-a waits: a1 0 (t=100) and 65 (its replacement, 110..175), a2 0 -> p50 0, p95 65; b: b1 110..115 -> 5.
+    used: a 6*15 + 6*100 + 2*10 = 710 CPU-s; b 4*60 = 240. a borrows 2 over 100..115 and 175..275: 230 CPU-s,
+    lent by b (idle then): 230. below guarantee: b waited 110..115 at 0 while a borrowed: 5 s; a 0 (b never
+    borrowed). Cluster: 950 of 8*200 CPU-s."""
+    from hub_ext.planning.usage import csv_rows, seen_by, usage
+
+    c, t = service
+    _record(c, t)
+    report = usage(c, 200, 300.0, "team")
+    teams = {x["name"]: x for x in report["teams"]}
+    a, b = teams["team-a"], teams["team-b"]
+    assert (a["wait_p50_s"], a["wait_p95_s"], b["wait_p50_s"], b["wait_p95_s"]) == (0, 65, 5, 5)
+    assert (a["evictions_suffered"], a["evictions_caused"], b["evictions_suffered"], b["evictions_caused"]) == (1, 0, 0, 1)
+    assert a["used_hours"]["cpu"] == round(710 / 3600, 3) and b["used_hours"]["cpu"] == round(240 / 3600, 3)
+    assert a["borrowed_hours"] == {"cpu": round(230 / 3600, 3)} == b["lent_hours"]
+    assert (a["below_guarantee_s"], b["below_guarantee_s"]) == (0, 5)
+    assert report["cluster"]["utilisation"]["cpu"] == round(950 / 1600, 4)
+    bob = Identity(name="bob", tenants=[x for x in c.tenants if "bob" in x.members])
+    assert [x["name"] for x in seen_by(report, bob)["teams"]] == ["team-b"]  # users: their teams only
+    assert csv_rows(report)[0][:3] == ["name", "resource", "used_hours"]
+    by_user = {x["name"]: x for x in usage(c, 200, 300.0, "user")["teams"]}
+    assert by_user["alice"]["evictions_suffered"] == 1 and by_user["bob"]["evictions_caused"] == 1
+    assert by_user["alice"]["borrowed_hours"] is None
+    assert usage(c, 60, 1000.0) is None  # nothing in that period

@@ -129,6 +129,10 @@ class Calls:
         """The recorded history of the last ``since`` (``7d``) as a scenario (admins)."""
         return self._send(Call("GET", "/history/scenario" + _query(since=since)))
 
+    def usage(self, since: str | None = None, by: str | None = None) -> dict:
+        """Usage per team (``by``: team, user or leaf) over the last ``since`` (``7d``)."""
+        return self._send(Call("GET", "/usage" + _query(since=since, by=by)))
+
     def datasets(self) -> list[dict]:
         """The datasets the caller may see: a user's teams' ones, every one for an admin."""
         return self._send(Call("GET", "/datasets", pick=lambda answer: answer["datasets"]))
