@@ -457,7 +457,7 @@ def test_admins_export_the_recorded_history_as_a_scenario_that_replays(hub):
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "--since: 'soon'" in bad.stderr
     usage = [sys.executable, "-m", "hub_ext.cli", "usage", "--since", "1d", "--json"]
     seen = {}
-    for user in ("admin", "carol"):
+    for user in ("admin", "carol", "bob"):
         env = {**os.environ, "TENANCY_API_URL": hub.url(API), "JUPYTERHUB_API_TOKEN": token(hub, user)}
         out = subprocess.run(usage, env=env, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
@@ -465,4 +465,5 @@ def test_admins_export_the_recorded_history_as_a_scenario_that_replays(hub):
         assert lines[-1]["scope"] == "cluster" and "cpu" in lines[-1]["utilisation"]
         seen[user] = {line["name"] for line in lines[:-1]}
     carols = {t["group"] for t in svc(hub, "carol", "GET", "/me")[1]["tenants"]}
-    assert seen["carol"] <= carols and seen["carol"] < seen["admin"], seen
+    assert "team-c" in seen["admin"] and "team-c" in seen["carol"] <= carols, seen
+    assert "team-c" not in seen["bob"], seen  # users see their own teams only
