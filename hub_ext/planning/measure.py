@@ -160,20 +160,22 @@ def _events(timeline: Timeline) -> list:
     """(time, order, kind, payload): guarantees and capacity first at a time, then ends, then starts."""
     out = []
     for at, caps in timeline.capacity:
-        out.append((at, 0, "capacity", caps))
+        out.append((at, 0, len(out), "capacity", caps))
     for g in timeline.guarantees:
-        out.append((g.at, 0, "guarantees", g))
+        out.append((g.at, 0, len(out), "guarantees", g))
     for w in timeline.workloads:
         for run in w.runs:
-            out.append((run.start, 2, "run", (w.team, run.requests, 1)))
+            out.append((run.start, 2, len(out), "run", (w.team, run.requests, 1)))
             if run.end is not None:
-                out.append((run.end, 1, "run", (w.team, run.requests, -1)))
+                out.append((run.end, 1, len(out), "run", (w.team, run.requests, -1)))
         asks = tuple(r for r, a in w.requests.items() if a)
         for start, end in w.waits:
-            out.append((start, 2, "wait", (w.team, asks, 1)))
+            if end is not None and end <= start:
+                continue  # no time waited: nothing to integrate (its length still counts among the waits)
+            out.append((start, 2, len(out), "wait", (w.team, asks, 1)))
             if end is not None:
-                out.append((end, 1, "wait", (w.team, asks, -1)))
-    out.sort(key=lambda e: (e[0], e[1]))
+                out.append((end, 1, len(out), "wait", (w.team, asks, -1)))
+    out.sort()  # by time, ends before starts, then as made (the third field is unique: payloads never compared)
     return out
 
 
@@ -190,7 +192,7 @@ def measure(timeline: Timeline) -> tuple[dict[str, dict], dict]:
                 team.in_tree = name in g.mins
             sweep.change(name, apply)
 
-    for at, _, kind, payload in _events(timeline):
+    for at, _, _, kind, payload in _events(timeline):
         at = min(max(at, start), end)
         sweep.advance(at)
         if kind == "capacity":
