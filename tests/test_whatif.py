@@ -169,3 +169,23 @@ def test_bad_input_is_one_line(files, case, expected):
     assert code == 1 and err.count("\n") == 1 and err.startswith("tenancy: error: "), err
     for word in expected:
         assert word in err, (word, err)
+
+
+def test_invariants_over_a_synthetic_week():
+    """Lenders together lend at most what borrowers borrow (min(B, U) at each instant), and the teams'
+    resource-hours add up to the cluster's utilisation."""
+    from hub_ext.bench.week import week_scenario
+    from hub_ext.planning.measure import measure
+    from hub_ext.planning.whatif import play
+    from hub_ext.sim.scenario import parse_scenario
+
+    timeline = play(parse_scenario(week_scenario(600, 20, 2, seed=3)))
+    teams, cluster = measure(timeline)
+    assert timeline.evictions and any(t["borrowed_hours"] for t in teams.values())  # a week with something in it
+    for res in ("cpu", "memory"):
+        borrowed = sum(t["borrowed_hours"].get(res, 0) for t in teams.values())
+        lent = sum(t["lent_hours"].get(res, 0) for t in teams.values())
+        used = sum(t["used_hours"].get(res, 0) for t in teams.values())
+        assert lent <= borrowed + 0.01 * len(teams)  # rounding: 3 decimals per team
+        capacity_hours = used + cluster["idle_hours"][res]
+        assert abs(used / capacity_hours - cluster["utilisation"][res]) < 1e-3
