@@ -41,7 +41,7 @@ def load_proposed_tree(path: str) -> ElasticQuotaTree:
 
 def check_durations(scenario: Scenario, path: str) -> None:
     """Work that never ends makes waits meaningless: every workload must say how long it runs."""
-    steps = [(f"objects", scenario.objects)] + [(f"steps[{i}]", s.objects) for i, s in enumerate(scenario.steps)]
+    steps = [("objects", scenario.objects)] + [(f"steps[{i}]", s.objects) for i, s in enumerate(scenario.steps)]
     for where, objects in steps:
         for obj in objects:
             if isinstance(obj, WorkloadSpec) and obj.duration_seconds is None:
