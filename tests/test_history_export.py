@@ -111,9 +111,11 @@ async def test_the_export_replays_the_recorded_admissions_and_evictions(service)
     assert {n: r.state for n, r in recorded.items()} == {"a1": "Succeeded", "b1": "Succeeded", "a2": "Cancelled"}
     assert Counter(p.phase for r in recorded.values() for p in r.pods) == {"Succeeded": 2, "Evicted": 1, "Deleted": 1}
 
+    t[0] = 290
+    c.add_nodes([parse_node({"name": "n2", "allocatable": {"cpu": "8"}}, "n2")])  # after the period's start
     t[0] = 300
     doc = recorded_scenario(c, None, 300.0)
-    assert doc["nodes"] == [{"name": "n1", "allocatable": {"cpu": "8", "memory": "32Gi"}}]
+    assert doc["nodes"] == [{"name": "n1", "allocatable": {"cpu": "8", "memory": "32Gi"}}]  # as at t=100
     assert doc["objects"] == [MANIFEST]
     durations = {s["apply"][0]["metadata"]["name"]: s["apply"][0]["metadata"]["annotations"]
                  ["tenancy.jupyter.org/duration"] for s in doc["steps"] if "apply" in s}

@@ -2,8 +2,10 @@
 
 What the scenario holds, and where it comes from:
 
-- ``nodes``: the cluster's nodes as the service knows them now (the store keeps
-  no node history; a period in which nodes changed replays on today's nodes).
+- ``nodes``: the cluster's nodes at the period's start, as the service noted them
+  (an event ``nodes`` at its start and whenever a node joined, changed or went);
+  today's when none was noted by then. Changes within the period are not replayed
+  (the scenario format adds nodes only at its start).
 - ``objects``: the quota tree in force at the period's start (from the ``tree``
   events an admin's edit records, with the tree before and after; else the tree
   in force now), the ResourceQuotas and the PriorityClasses of our own (not the
@@ -80,10 +82,26 @@ def tree_at(events, start: float, now_manifest):
     return after[0].details["before"] if after else now_manifest
 
 
+def node_list(engine) -> list[dict]:
+    """The engine's nodes as a scenario lists them."""
+    return [{"name": n.name, "allocatable": format_list(n.allocatable), **({"labels": n.labels} if n.labels else {})}
+            for n in engine.cluster.nodes.values()]
+
+
+def record_nodes(store, engine, now: float, why: str) -> None:
+    """Note the cluster's nodes as they are from ``now`` (an event ``nodes``): what an export starts from."""
+    store.record(now, "nodes", why, details={"nodes": node_list(engine)})
+
+
+def nodes_at(events, start: float, now_nodes: list) -> list:
+    """The nodes recorded last at or before ``start``; the nodes of now when none was recorded by then."""
+    before = [e for e in events if e.time <= start and (e.details or {}).get("nodes")]
+    return before[-1].details["nodes"] if before else now_nodes
+
+
 def cluster_objects(engine) -> tuple[list, list]:
     """(nodes, ResourceQuotas and our own PriorityClasses) as the engine holds them now."""
-    nodes = [{"name": n.name, "allocatable": format_list(n.allocatable), **({"labels": n.labels} if n.labels else {})}
-             for n in engine.cluster.nodes.values()]
+    nodes = node_list(engine)
     objects = []
     for pc in engine.classes.by_name.values():
         if pc.builtin:
@@ -119,13 +137,15 @@ def settling(rows, eviction_events) -> dict[float, float]:
     return out
 
 
-def export(rows, tree_events, *, start: float, end: float, engine, tree_manifest, settled=None) -> dict:
+def export(rows, tree_events, *, start: float, end: float, engine, tree_manifest, settled=None,
+           node_events=()) -> dict:
     """The scenario document of the workloads ``rows`` (with their pod rows) from ``start`` to ``end``.
 
     ``settled`` (``settling``): a step followed by evictions (decided before the next step) is taken to
     end when they were done, as the simulator's does; the next ``advance`` counts from then."""
     settled = settled or {}
     nodes, objects = cluster_objects(engine)
+    nodes = nodes_at(node_events, start, nodes)
     tree = tree_at(tree_events, start, tree_manifest)
     if tree:
         objects.insert(0, tree)
@@ -170,4 +190,5 @@ def recorded_scenario(controller, since_seconds: float | None, now: float) -> di
         start = min(r.created for r in rows)
     evictions = store.events_of_type(PREEMPTED) + store.events_of_type(RECLAIMED)
     return export(rows, store.events_of_type("tree"), start=start, end=now, engine=controller.engine,
-                  tree_manifest=store.setting("tree") or controller.tree_manifest, settled=settling(rows, evictions))
+                  tree_manifest=store.setting("tree") or controller.tree_manifest, settled=settling(rows, evictions),
+                  node_events=store.events_of_type("nodes"))
