@@ -119,6 +119,37 @@ def _copy_record(record):
     return out
 
 
+def _whatif(args) -> int:
+    from .planning.table import side_by_side
+    from .planning.whatif import whatif
+
+    rows = whatif(args.scenario, args.tree)
+    print("\n".join(json.dumps(r) for r in rows) if args.json else side_by_side(rows))
+    return 0
+
+
+def _history_export(args) -> int:
+    import yaml
+
+    from .apiclient import TenancyClient
+    from .planning.period import parse_since
+
+    if args.since is not None:
+        parse_since(args.since)  # a bad period is said before the service is asked
+    sys.stdout.write(yaml.safe_dump(TenancyClient().history_scenario(args.since), sort_keys=False))
+    return 0
+
+
+def _usage(args) -> int:
+    from .apiclient import TenancyClient
+    from .planning.period import parse_since
+    from .planning.usage_text import render
+
+    parse_since(args.since)
+    print(render(TenancyClient().usage(args.since, args.by), "json" if args.json else "csv" if args.csv else "table"))
+    return 0
+
+
 def _validate(args) -> int:
     from .validate import validate_file
 
@@ -147,6 +178,10 @@ def _positive(text: str) -> int:
 
 
 def _bench(args) -> int:
+    if args.whatif:
+        from .bench.whatif import main as whatif_main
+
+        return whatif_main(args)
     if args.cluster:
         from .bench.cluster import main as cluster_main
 
@@ -309,6 +344,29 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how long one step may take to settle on the cluster (default 120)")
     p.set_defaults(func=_replay)
 
+    p = sub.add_parser("whatif", help="run a scenario's arrivals under its own quota tree and under a proposed "
+                                      "one, and compare waits, evictions, borrowing and idle room per team")
+    p.add_argument("scenario", help="scenario YAML whose workloads all carry tenancy.jupyter.org/duration")
+    p.add_argument("--tree", required=True, metavar="PROPOSED.yaml", help="the proposed ElasticQuotaTree")
+    p.add_argument("--json", action="store_true", help="one JSON object a line: per team, then the cluster")
+    p.set_defaults(func=_whatif)
+
+    p = sub.add_parser("usage", help="resource-hours used, borrowed and lent, waits and evictions per team over a "
+                                     "period, from the service's history (users: their teams)")
+    p.add_argument("--since", default="7d", metavar="PERIOD", help="how far back: 30m, 24h, 7d, 2w (default 7d)")
+    p.add_argument("--by", choices=("team", "user", "leaf"), default="team", help="group by (default: team)")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="one JSON object a line: per group, then the cluster")
+    out.add_argument("--csv", action="store_true", help="CSV: one row per group and resource")
+    p.set_defaults(func=_client_call(_usage))
+
+    p = sub.add_parser("history", help="the service's recorded history (admins)")
+    actions = p.add_subparsers(dest="action", metavar="{export}", required=True)
+    a = actions.add_parser("export", help="write the recorded history as a scenario (YAML on stdout) that "
+                                          "tenancy simulate and tenancy whatif replay")
+    a.add_argument("--since", metavar="PERIOD", help="how far back: 30m, 24h, 7d, 2w (default: all that is kept)")
+    a.set_defaults(func=_client_call(_history_export))
+
     p = sub.add_parser("validate", help="check a quota tree, manifests or a scenario")
     p.add_argument("file", help="YAML file")
     p.set_defaults(func=_validate)
@@ -317,6 +375,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object per measurement")
     p.add_argument("--quick", action="store_true", help="small sizes only (seconds, for a smoke run)")
     p.add_argument("--seed", type=int, default=1, help="random seed for the synthetic clusters")
+    p.add_argument("--whatif", action="store_true",
+                   help="instead: a week of 10,000 jobs over 100 leaves replayed under two trees, as tenancy whatif "
+                        "does (--quick: 1,000)")
     p.add_argument("--cluster", metavar="KUBECONFIG",
                    help="instead: single-pod Jobs on this cluster, plain kube-scheduler against the service's REST "
                         "API (needs kwok there; tools/bench/cluster_bench.py starts a control plane for it)")

@@ -125,6 +125,14 @@ class Calls:
     def logs(self, wid: str, pod: str | None = None) -> str:
         return self._send(Call("GET", f"/workloads/{wid}/logs" + _query(pod=pod), raw=True))
 
+    def history_scenario(self, since: str | None = None) -> dict:
+        """The recorded history of the last ``since`` (``7d``) as a scenario (admins)."""
+        return self._send(Call("GET", "/history/scenario" + _query(since=since)))
+
+    def usage(self, since: str | None = None, by: str | None = None) -> dict:
+        """Usage per team (``by``: team, user or leaf) over the last ``since`` (``7d``)."""
+        return self._send(Call("GET", "/usage" + _query(since=since, by=by)))
+
     def datasets(self) -> list[dict]:
         """The datasets the caller may see: a user's teams' ones, every one for an admin."""
         return self._send(Call("GET", "/datasets", pick=lambda answer: answer["datasets"]))

@@ -16,6 +16,11 @@ CLASSES = ("low-priority-dev", "high-priority-research", "critical-prod")
 
 def make_tree(leaves: int, nodes: int, leaf_max_factor: int = 2):
     """root -> departments -> leaves; guarantees split half the cluster, leaf ceilings a multiple of the guarantee."""
+    return parse_tree(tree_manifest(leaves, nodes, leaf_max_factor))
+
+
+def tree_manifest(leaves: int, nodes: int, leaf_max_factor: int = 2) -> dict:
+    """The ElasticQuotaTree manifest ``make_tree`` parses (a scenario's object)."""
     depts = max(1, round(math.sqrt(leaves)))
     cpu, mem = nodes * NODE_CPU, nodes * NODE_MEM_GI
     per_leaf_cpu, per_leaf_mem = cpu // (2 * leaves), mem // (2 * leaves)
@@ -35,12 +40,12 @@ def make_tree(leaves: int, nodes: int, leaf_max_factor: int = 2):
             "min": {"cpu": per_leaf_cpu * count, "memory": f"{per_leaf_mem * count}Gi"},
             "max": {"cpu": cpu, "memory": f"{mem}Gi"},
         })
-    return parse_tree({
+    return {
         "apiVersion": "scheduling.sigs.k8s.io/v1beta1", "kind": "ElasticQuotaTree",
         "metadata": {"name": "bench"},
         "spec": {"root": {"name": "root", "min": {"cpu": cpu, "memory": f"{mem}Gi"},
                           "max": {"cpu": cpu, "memory": f"{mem}Gi"}, "children": children}},
-    })
+    }
 
 
 def make_engine(leaves: int, nodes: int, *, tree: bool = True, leaf_max_factor: int = 2) -> Engine:

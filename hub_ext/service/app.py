@@ -39,6 +39,7 @@ from ..tenants import tenants_from_groups
 from .controller import Controller
 from .dashboard import page_routes
 from .dataset_handlers import dataset_routes
+from .planning_handlers import planning_routes
 from .handlers import load_openapi, routes
 from .history import History
 from .hub import HubClient, HubError, hub_token, take_hub_token
@@ -489,7 +490,7 @@ class TenancyService(Application):
         self.history = History(controller, interval=self.history_interval_seconds,
                                retention_hours=self.history_retention_hours, metrics=self.metrics)
         app = web.Application(
-            routes(prefix) + dataset_routes(prefix + "api/v1")
+            routes(prefix) + dataset_routes(prefix + "api/v1") + planning_routes(prefix + "api/v1")
             + [(prefix + "api/v1/room", RoomHandler), (prefix + "oauth_callback", OAuthCallbackHandler)]
             + page_routes(prefix),
             controller=controller, hub=self.hub, hub_auth=hub_auth, metrics=self.metrics,

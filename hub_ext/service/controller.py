@@ -26,6 +26,7 @@ import asyncio
 import logging
 import time
 
+from ..planning.history import record_nodes
 from ..quota.tree import ElasticQuotaTree
 from ..scheduler.engine import Engine
 from ..scheduler.model import Reason
@@ -70,6 +71,7 @@ class Controller:
         self.engine = Engine(tree)
         for node in backend.nodes():
             self.engine.add_node(node.name, node.allocatable, node.labels)
+        record_nodes(store, self.engine, clock(), "the service started with these nodes")  # for history export
         self.tenants: list[Tenant] = []
         self.tree_manifest: dict | None = None  # the configured tree as written
         self.owners: dict[str, Owner] = {}

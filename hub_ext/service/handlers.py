@@ -321,7 +321,7 @@ class TreeHandler(APIHandler):
         c.tree_manifest = docs[0]
         c.store.record(c.clock(), "tree", f"{self.identity.name} changed the quota tree: "
                        + ("; ".join(changes) if changes else "no change"),
-                       details={"by": self.identity.name, "changes": changes})
+                       details={"by": self.identity.name, "changes": changes, "before": before, "manifest": docs[0]})
         c.store.commit()
         self.send({"dryRun": False, "valid": True, **preview, "audit": audit_trail(c.store, 20)})
 

@@ -9,6 +9,7 @@ controller that holds some back (a replay's) sees them all.
 
 from __future__ import annotations
 
+from ..planning.history import record_nodes
 from ..quota.quantity import format_list
 from ..scheduler.model import Phase, Reason
 from .workloads import NOTEBOOK
@@ -152,6 +153,7 @@ class Reports:
             self.engine.add_node(node.name, node.allocatable, node.labels)
             self.c.log.info("node %s joined", node.name)
         if nodes:
+            record_nodes(self.store, self.engine, self.c.clock(), f"node {', '.join(n.name for n in nodes)} joined")
             self.c.loop.poke([])  # only the queue: no workload of ours changed
 
     def node_changed(self, node, schedulable: bool = True) -> None:
@@ -169,6 +171,7 @@ class Reports:
         else:
             c.log.info("node %s changed: allocatable %s", node.name, format_list(known.allocatable))
         self.requeued(requeued, lost=set(), stop=set(), why=f"node {node.name} takes no new pods")
+        record_nodes(self.store, self.engine, c.clock(), f"node {node.name} changed")
         c.loop.poke()
 
     def node_removed(self, name: str) -> None:
@@ -187,6 +190,7 @@ class Reports:
         self.requeued(change.requeued, lost={p.uid for p in change.lost}, stop={p.uid for p in change.stopped},
                       why=f"its node {name} was deleted")
         c.log.warning("node %s is gone: %d pod(s) that ran there are queued again", name, len(change.lost))
+        record_nodes(self.store, self.engine, now, f"node {name} is gone")
         c.loop.poke()
 
     # -- pods we did not create -------------------------------------------------------

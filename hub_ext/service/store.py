@@ -235,6 +235,18 @@ class Store:
         rows = rows[:limit]
         return rows, encode_continue(rows[-1].created, rows[-1].id)
 
+    def history_rows(self, start: float, end: float) -> list[WorkloadRow]:
+        """Workloads (with their pod rows) submitted by ``end`` that had not ended before ``start``, oldest first."""
+        q = (select(WorkloadRow).options(selectinload(WorkloadRow.pods))
+             .where(WorkloadRow.created <= end, or_(WorkloadRow.finished.is_(None), WorkloadRow.finished >= start))
+             .order_by(WorkloadRow.created, WorkloadRow.id))
+        return list(self.session.scalars(q))
+
+    def events_of_type(self, type_: str) -> list[EventRow]:
+        """Every recorded event of ``type_`` (the quota tree's edits: few), oldest first."""
+        self.flush_events()
+        return list(self.session.scalars(select(EventRow).where(EventRow.type == type_).order_by(EventRow.time, EventRow.id)))
+
     def setting(self, key: str):
         row = self.session.get(SettingRow, key)
         return None if row is None else row.value

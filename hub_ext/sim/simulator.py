@@ -24,16 +24,26 @@ from ..scheduler.owners import Owner
 from ..scheduler.submission import Refused, resolve_priority
 from .datasets import Datasets
 from .scenario import Ref, Scenario, Step
+from .timers import Timers
 
 # A step that has not settled after this many decision rounds is a bug, not a scenario.
 MAX_ROUNDS = 100_000
 
 
 class Simulator:
-    def __init__(self, scenario: Scenario):
+    """``engine``: one of the caller's to run on (a ``planning.recorder.RecordingEngine`` records a timeline)."""
+
+    def __init__(self, scenario: Scenario, engine: Engine | None = None):
         self.scenario = scenario
-        self.engine = Engine()
+        self.engine = Engine() if engine is None else engine
         self.owners: dict[tuple[str, str, str], Owner] = {}
+        # Owners are reconciled only when something of theirs changed (``_touch``), in the order they were
+        # first applied, as a controller acts on its own events: a week of Jobs is not looked at again on
+        # every decision round. Owners with datasets or refused pods are looked at on every round.
+        self._order: dict[tuple[str, str, str], int] = {}
+        self._dirty: set[tuple[str, str, str]] = set()
+        self._keep_finished = True
+        self.timers = Timers()
         self.namespaces: dict[str, Namespace] = {}
         self.datasets = Datasets()
         self.now = 0.0
@@ -52,8 +62,25 @@ class Simulator:
             except ValidationError as err:
                 raise err.within(f"steps[{i}]") from None
 
+    def play(self) -> None:
+        """Run every step without reports (a recording engine keeps what happened); finished pods are
+        forgotten at once, which changes no decision and keeps a long scenario fast."""
+        self._keep_finished = False
+        for i, step in enumerate(self.scenario.steps):
+            try:
+                self._do(step, [])
+            except ValidationError as err:
+                raise err.within(f"steps[{i}]") from None
+            self._forget_gone()
+
     def step(self, index: int, step: Step) -> dict:
         evictions: list = []
+        self._do(step, evictions)
+        report = self.report(index, step, evictions)
+        self._forget_gone()
+        return report
+
+    def _do(self, step: Step, evictions: list) -> None:
         if step.action == "apply":
             for obj in step.objects:
                 self._apply(obj)
@@ -63,9 +90,6 @@ class Simulator:
         else:
             self._run_events(self.now + step.seconds, evictions)
         self._settle(evictions)
-        report = self.report(index, step, evictions)
-        self._forget_gone()
-        return report
 
     # -- objects ------------------------------------------------------------
     def _apply(self, obj) -> None:
@@ -90,10 +114,12 @@ class Simulator:
             owner = self.owners.get(obj.key)
             if owner is None:
                 self.owners[obj.key] = Owner(obj)
+                self._order[obj.key] = len(self._order)
             elif obj.kind == "Pod":
                 raise ValidationError(f"Pod {obj.namespace}/{obj.name} already exists (delete it first)")
             else:
                 owner.spec = obj  # scale or change; new pods use the new template
+            self._dirty.add(obj.key)
 
     def _delete(self, ref: Ref) -> None:
         engine = self.engine
@@ -109,6 +135,7 @@ class Simulator:
         elif ref.kind == "Namespace":
             for key in [k for k in self.owners if k[1] == ref.name]:
                 self.owners.pop(key).delete(engine)
+                self._order.pop(key)
             engine.resource_quotas.pop(ref.name, None)
             engine.limit_ranges.pop(ref.name, None)
             self.namespaces.pop(ref.name, None)
@@ -118,6 +145,7 @@ class Simulator:
             self.datasets.delete(ref.name)
         else:
             owner = self.owners.pop((ref.kind, ref.namespace, ref.name), None)
+            self._order.pop((ref.kind, ref.namespace, ref.name), None)
             if owner is None:
                 raise ValidationError(f"{ref.kind} {ref.namespace}/{ref.name} not found")
             owner.delete(engine)
@@ -157,23 +185,30 @@ class Simulator:
         """Reconcile owners and schedule until nothing changes at this instant."""
         for _ in range(MAX_ROUNDS):
             self._refresh_datasets()
-            for owner in self.owners.values():
+            dirty, self._dirty = self._dirty, set()
+            for key in sorted((k for k in dirty if k in self.owners), key=self._order.__getitem__):
+                owner = self.owners[key]
                 if not self._held(owner):
                     owner.reconcile(self.engine, self.now)
+                if owner.spec.datasets or any(p.phase is Phase.REJECTED for p in owner.pods):
+                    self._dirty.add(key)  # a dataset may get ready, a refused pod is tried again
             decisions = self.engine.schedule(self.now)
+            self.timers.started(decisions.admitted)
+            self.timers.evicted(e.victim for e in decisions.evictions)
+            for e in decisions.evictions:
+                self._touch(e.victim)  # its controller makes the replacement at once
             evictions.extend(e.to_dict() for e in decisions.evictions)
             if not decisions:
                 return
         raise RuntimeError("the scheduler did not settle")  # pragma: no cover - an engine bug
 
+    def _touch(self, pod: Pod) -> None:
+        key = ("Pod", pod.namespace, pod.name) if pod.owner is None else (pod.owner[0], pod.namespace, pod.owner[1])
+        if key in self.owners:
+            self._dirty.add(key)
+
     def _next_event(self, evictions_only: bool) -> float | None:
-        times = []
-        for pod in self.engine.pods.values():
-            if pod.phase is Phase.TERMINATING:
-                times.append(pod.grace_deadline)
-            elif pod.phase is Phase.RUNNING and pod.duration is not None and not evictions_only:
-                times.append(pod.admitted_at + pod.duration)
-        return min(times, default=None)
+        return self.timers.next(self.engine.pods, evictions_only)
 
     def _settle(self, evictions: list) -> None:
         """Run until no eviction is in flight (jobs that finish meanwhile finish too)."""
@@ -198,28 +233,41 @@ class Simulator:
 
     def _fire(self, now: float) -> None:
         engine = self.engine
-        for pod in list(engine.pods.values()):
-            if pod.phase is Phase.TERMINATING and pod.grace_deadline <= now:
-                engine.complete_eviction(pod.uid, now)
-            elif pod.phase is Phase.RUNNING and pod.duration is not None and pod.admitted_at + pod.duration <= now:
+        for pod in self.timers.due(engine.pods, now):
+            if pod.phase is Phase.TERMINATING:
+                self.timers.started(engine.complete_eviction(pod.uid, now))
+                self._touch(pod)
+                if not self._keep_finished:
+                    engine.delete(pod.uid)
+            elif pod.phase is Phase.RUNNING:
                 engine.finish(pod.uid, now)
                 owner = self.owners.get((pod.owner[0], pod.namespace, pod.owner[1])) if pod.owner else None
                 if owner is not None:
                     owner.on_finished(pod)
+                self._touch(pod)
+                if not self._keep_finished:
+                    engine.delete(pod.uid)
 
     def _forget_gone(self) -> None:
         """Evicted pods are deleted, and a bare pod that was refused never existed; both are shown once.
 
         A forgotten bare pod's name is free again, as on the API server.
         """
-        for pod in list(self.engine.pods.values()):
+        if self._keep_finished:
+            pods = list(self.engine.pods.values())
+        else:  # played: evicted pods are gone already, and a refused bare pod's owner is dirty (tried again)
+            pods = [p for k in self._dirty if k[0] == "Pod" and k in self.owners for p in self.owners[k].pods]
+        for pod in pods:
             if pod.phase is Phase.EVICTED or (pod.phase is Phase.REJECTED and pod.owner is None):
                 self.engine.delete(pod.uid)
                 if pod.owner is None:
                     self.owners.pop(("Pod", pod.namespace, pod.name), None)
-        for key, owner in list(self.owners.items()):
-            if owner.spec.kind == "Pod" and any(p.phase is Phase.REJECTED for p in self._held(owner)):
-                del self.owners[key]
+                    self._order.pop(("Pod", pod.namespace, pod.name), None)
+                    self._dirty.discard(("Pod", pod.namespace, pod.name))
+        for key in [k for k in self._dirty if self.owners[k].spec.datasets]:  # held pods' owners stay dirty
+            if key[0] == "Pod" and any(p.phase is Phase.REJECTED for p in self._held(self.owners[key])):
+                del self.owners[key], self._order[key]
+                self._dirty.discard(key)
 
     # -- reporting ----------------------------------------------------------
     def report(self, index: int, step: Step, evictions: list) -> dict:

@@ -427,3 +427,43 @@ def test_a_typo_in_a_teams_properties_keeps_its_last_good_ones_and_admins_are_to
         hub.api("PUT", "/groups/team-c/properties", good)
     wait_for(lambda: "group-properties" not in {p["check"] for p in svc(hub, "admin", "GET", "/health")[1]["problems"]},
              "the problem to clear once the properties are right again")
+
+
+def test_admins_export_the_recorded_history_as_a_scenario_that_replays(hub):
+    from hub_ext.sim.scenario import parse_scenario
+    from hub_ext.sim.simulator import Simulator
+
+    import yaml
+
+    status, job = svc(hub, "carol", "POST", "/workloads", {"command": ["true"], "name": "history-job",
+                                                             "resources": {"requests": {"cpu": "1"}}})
+    assert status in (200, 201), job
+    wait_for(lambda: svc(hub, "carol", "GET", f"/workloads/{job['id']}")[1]["state"] == "Succeeded",
+             "the job to end")
+    env = {**os.environ, "TENANCY_API_URL": hub.url(API), "JUPYTERHUB_API_TOKEN": token(hub, "admin")}
+    tenancy = [sys.executable, "-m", "hub_ext.cli", "history", "export"]
+    out = subprocess.run(tenancy + ["--since", "1d"], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    doc = yaml.safe_load(out.stdout)
+    applied = [o["metadata"]["name"] for s in doc["steps"] for o in s.get("apply", ())]
+    assert "history-job" in applied and doc["nodes"]
+    reports = list(Simulator(parse_scenario(doc)).run())
+    assert any(p["owner"] == "Job/history-job" and p["phase"] == "Succeeded" for p in reports[-1]["pods"])
+    status, body = svc(hub, "carol", "GET", "/history/scenario")
+    assert status == 403 and "only admins" in body["error"]
+    status, body = svc(hub, "admin", "GET", "/history/scenario?since=7x")
+    assert status == 400 and body["error"] == "since: '7x' is not a period (write it as 30m, 24h, 7d or 2w)"
+    bad = subprocess.run(tenancy + ["--since", "soon"], env=env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "--since: 'soon'" in bad.stderr
+    usage = [sys.executable, "-m", "hub_ext.cli", "usage", "--since", "1d", "--json"]
+    seen = {}
+    for user in ("admin", "carol", "bob"):
+        env = {**os.environ, "TENANCY_API_URL": hub.url(API), "JUPYTERHUB_API_TOKEN": token(hub, user)}
+        out = subprocess.run(usage, env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        lines = [json.loads(line) for line in out.stdout.splitlines()]
+        assert lines[-1]["scope"] == "cluster" and "cpu" in lines[-1]["utilisation"]
+        seen[user] = {line["name"] for line in lines[:-1]}
+    carols = {t["group"] for t in svc(hub, "carol", "GET", "/me")[1]["tenants"]}
+    assert "team-c" in seen["admin"] and "team-c" in seen["carol"] <= carols, seen
+    assert "team-c" not in seen["bob"], seen  # users see their own teams only

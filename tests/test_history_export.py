@@ -1,0 +1,203 @@
+"""``tenancy history export``: the service's recorded history as a scenario that replays as it happened.
+
+The real controller, store and engine, with a backend the test drives by hand (it plays the
+cluster: a pod ends when the test says so, an eviction is done when its grace has passed), on a
+clock the test moves. Two teams on one node of 8 CPUs; a and b each guarantee 4 and may use 8.
+
+    t=100  alice submits a1 (6 CPUs, grace 5 s): it runs; a borrows 2.
+    t=110  bob submits b1 (4 CPUs): within b's guarantee, so b reclaims: a1 is evicted; its Job
+           queues a replacement at once (it waits: 6 CPUs, 4 free once b1 runs).
+    t=115  a1 is gone (grace 5 s): b1 runs.
+    t=120  alice submits a2 (2 CPUs): it runs.  t=130  alice cancels a2.
+    t=175  b1 ends (ran 60 s): a1's replacement runs.  t=275  it ends (ran 100 s).  Exported at t=300.
+
+The export is replayed by ``Simulator`` under the recorded tree and must give the recorded
+admissions and evictions: per team and phase at the end, which workloads ran, and who evicted whom.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from builders import node, tree
+from hub_ext.backends import Backend
+from hub_ext.planning.history import recorded_scenario
+from hub_ext.quota.nodes import parse_node
+from hub_ext.service.controller import Controller, Identity
+from hub_ext.service.store import Store
+from hub_ext.sim.scenario import parse_scenario
+from hub_ext.sim.simulator import Simulator
+from hub_ext.tenants import tenants_from_groups
+
+ROOT = node("root", {"cpu": 8}, {"cpu": 8}, children=[
+    node("a", {"cpu": 4}, {"cpu": 8}, ["team-a"]), node("b", {"cpu": 4}, {"cpu": 8}, ["team-b"])])
+MANIFEST = {"apiVersion": "scheduling.sigs.k8s.io/v1beta1", "kind": "ElasticQuotaTree", "metadata": {"name": "t"},
+            "spec": {"root": ROOT}}
+
+
+class _HandDriven(Backend):
+    """A cluster that does what it is told, when the test tells it."""
+
+    def nodes(self):
+        return [parse_node({"name": "n1", "allocatable": {"cpu": "8", "memory": "32Gi"}}, "n1")]
+
+    async def start(self, workload, pod, row):
+        pass
+
+    async def evict(self, workload, pod, row, grace, reason):
+        pass
+
+    async def stop(self, workload, pod, row):
+        pass
+
+    async def recover(self, workload, row, pod):
+        return "gone"
+
+    def logs(self, workload, row, tail_bytes=1000):
+        return ""
+
+
+@pytest.fixture
+def service(tmp_path):
+    t = [100.0]
+    c = Controller(store=Store(f"sqlite:///{tmp_path}/t.sqlite"), tree=tree(ROOT), backend=_HandDriven(),
+                   clock=lambda: t[0])
+    c.tree_manifest = MANIFEST
+    c.set_tenants(tenants_from_groups([
+        {"name": "team-a", "users": ["alice"], "properties": {"tenancy.namespace": "team-a"}},
+        {"name": "team-b", "users": ["bob"], "properties": {"tenancy.namespace": "team-b"}},
+    ], tree(ROOT), ["low-priority-dev", "high-priority-research", "critical-prod"]))
+    return c, t
+
+
+def _pod(c, name, phase="Running"):
+    return next(p for p in c.engine.pods.values() if p.owner and p.owner[1] == name and p.phase.value == phase)
+
+
+def _record(c, t) -> None:
+    """The history of the module's docstring."""
+    alice, bob = (Identity(name=n, tenants=[x for x in c.tenants if n in x.members]) for n in ("alice", "bob"))
+    job = {"command": ["train"], "gracePeriodSeconds": 5}
+    c.submit(alice, {**job, "name": "a1", "resources": {"requests": {"cpu": "6"}}})
+    c.tick()
+    t[0] = 110
+    c.submit(bob, {**job, "name": "b1", "resources": {"requests": {"cpu": "4"}}})
+    c.tick()
+    victim = _pod(c, "a1", "Terminating")
+    t[0] = 115
+    c.eviction_done(victim.uid)
+    c.tick()
+    t[0] = 120
+    a2 = c.submit(alice, {**job, "name": "a2", "resources": {"requests": {"cpu": "2"}}})
+    c.tick()
+    t[0] = 130
+    c.cancel(alice, a2)
+    c.tick()
+    t[0] = 175
+    c.pod_exited(_pod(c, "b1").uid, 0)
+    c.tick()
+    t[0] = 275
+    c.pod_exited(_pod(c, "a1").uid, 0)
+    c.tick()
+
+
+@pytest.mark.asyncio
+async def test_the_export_replays_the_recorded_admissions_and_evictions(service):
+    c, t = service
+    _record(c, t)
+    recorded = {r.name: r for r in c.store.history_rows(0, 300)}
+    assert {n: r.state for n, r in recorded.items()} == {"a1": "Succeeded", "b1": "Succeeded", "a2": "Cancelled"}
+    assert Counter(p.phase for r in recorded.values() for p in r.pods) == {"Succeeded": 2, "Evicted": 1, "Deleted": 1}
+
+    t[0] = 290
+    c.add_nodes([parse_node({"name": "n2", "allocatable": {"cpu": "8"}}, "n2")])  # after the period's start
+    t[0] = 300
+    doc = recorded_scenario(c, None, 300.0)
+    assert doc["nodes"] == [{"name": "n1", "allocatable": {"cpu": "8", "memory": "32Gi"}}]  # as at t=100
+    assert doc["objects"] == [MANIFEST]
+    durations = {s["apply"][0]["metadata"]["name"]: s["apply"][0]["metadata"]["annotations"]
+                 ["tenancy.jupyter.org/duration"] for s in doc["steps"] if "apply" in s}
+    assert durations == {"a1": "100s", "b1": "60s", "a2": "10s"}  # observed: the evicted attempt does not count
+    # b1's step ends when its eviction is done (t=15, as the simulator settles it): a2 comes 5 s later.
+    assert [s.get("advance") or s.get("name") for s in doc["steps"]] == [
+        "alice submitted a1", "10s", "bob submitted b1", "5s", "alice submitted a2", "10s", "a2 was cancelled",
+        "170s"]
+
+    replay = Simulator(parse_scenario(doc))
+    reports = list(replay.run())
+    evictions = [(e["namespace"], e["owner"], e["reason"], e["preemptor"].split("/")[0])
+                 for r in reports for e in r["evictions"]]
+    assert evictions == [("team-a", "Job/a1", "reclaimed", "team-b")]  # recorded: a1 reclaimed by team-b's b1
+    assert Counter((p["namespace"], p["phase"]) for p in reports[-1]["pods"]) == {
+        ("team-a", "Succeeded"): 1, ("team-b", "Succeeded"): 1}
+    started = [(r["time"], p["owner"]) for r in reports for p in r["pods"] if p["phase"] == "Running"]
+    first_start = {}
+    for at, owner in started:
+        first_start.setdefault(owner, at)
+    # Recorded starts, less t=100: a1 0, b1 15, a2 20; the replay's clock agrees to the second.
+    assert first_start == {"Job/a1": 0, "Job/b1": 15, "Job/a2": 20}
+    assert reports[-1]["time"] == 200
+
+
+def test_no_history_is_none_and_a_bad_period_is_one_line(service):
+    from hub_ext.planning.period import parse_since
+    from hub_ext.quota.errors import ValidationError
+
+    c, _ = service
+    assert recorded_scenario(c, 7 * 86400, 300.0) is None
+    assert parse_since("7d") == 7 * 86400 and parse_since("36h") == 36 * 3600
+    for bad in ("7x", "", "-1d", "0d"):
+        with pytest.raises(ValidationError, match="--since"):
+            parse_since(bad)
+
+
+def test_the_tree_at_the_start_is_the_one_an_edit_replaced_and_later_edits_are_steps():
+    from types import SimpleNamespace as Event
+
+    from hub_ext.planning.history import export, tree_at
+
+    old, new, now = {"kind": "ElasticQuotaTree", "v": 1}, {"kind": "ElasticQuotaTree", "v": 2}, {"v": 3}
+    edits = [Event(time=50.0, details={"before": old, "manifest": new})]
+    assert tree_at(edits, 10.0, now) == old  # before the edit: what it replaced
+    assert tree_at(edits, 60.0, now) == new  # after: what it put in force
+    assert tree_at([], 60.0, now) == now  # never edited: the tree in force now
+
+    class _Engine:
+        cluster = Event(nodes={})
+        classes = Event(by_name={})
+        resource_quotas = {}
+
+    doc = export([], edits, start=10.0, end=100.0, engine=_Engine(), tree_manifest=now)
+    assert doc["objects"] == [old]
+    assert doc["steps"] == [{"advance": "40s"}, {"name": "the quota tree changed", "apply": [new]}, {"advance": "50s"}]
+
+
+@pytest.mark.asyncio
+async def test_usage_per_team_from_the_recorded_history(service):
+    """Over 100..300 (the last 200 s), by team (guarantees: a 4, b 4 CPUs):
+    team-a waits: a1 0 (t=100) and 65 (its replacement, 110..175), a2 0 -> p50 0, p95 65; b: b1 110..115 -> 5.
+    used: a 6*15 + 6*100 + 2*10 = 710 CPU-s; b 4*60 = 240. a borrows 2 over 100..115 and 175..275: 230 CPU-s,
+    lent by b (idle then): 230. below guarantee: b waited 110..115 at 0 while a borrowed: 5 s; a 0 (b never
+    borrowed). Cluster: 950 of 8*200 CPU-s."""
+    from hub_ext.planning.usage import csv_rows, seen_by, usage
+
+    c, t = service
+    _record(c, t)
+    report = usage(c, 200, 300.0, "team")
+    teams = {x["name"]: x for x in report["teams"]}
+    a, b = teams["team-a"], teams["team-b"]
+    assert (a["wait_p50_s"], a["wait_p95_s"], b["wait_p50_s"], b["wait_p95_s"]) == (0, 65, 5, 5)
+    assert (a["evictions_suffered"], a["evictions_caused"], b["evictions_suffered"], b["evictions_caused"]) == (1, 0, 0, 1)
+    assert a["used_hours"]["cpu"] == round(710 / 3600, 3) and b["used_hours"]["cpu"] == round(240 / 3600, 3)
+    assert a["borrowed_hours"] == {"cpu": round(230 / 3600, 3)} == b["lent_hours"]
+    assert (a["below_guarantee_s"], b["below_guarantee_s"]) == (0, 5)
+    assert report["cluster"]["utilisation"]["cpu"] == round(950 / 1600, 4)
+    bob = Identity(name="bob", tenants=[x for x in c.tenants if "bob" in x.members])
+    assert [x["name"] for x in seen_by(report, bob)["teams"]] == ["team-b"]  # users: their teams only
+    assert csv_rows(report)[0][:3] == ["name", "resource", "used_hours"]
+    by_user = {x["name"]: x for x in usage(c, 200, 300.0, "user")["teams"]}
+    assert by_user["alice"]["evictions_suffered"] == 1 and by_user["bob"]["evictions_caused"] == 1
+    assert by_user["alice"]["borrowed_hours"] is None
+    assert usage(c, 60, 1000.0) is None  # nothing in that period
