@@ -27,6 +27,9 @@ from hub_ext.apiclient import TenancyError
 from hub_ext.apiclient.aio import AsyncTenancyClient
 from hub_ext.vocabulary import amounts, duration, quantity, resource_name, sentence, when
 
+from .team_notices import NOTICES
+from .waiting_words import estimate_words
+
 TENANT_KEYS = ("tenancy.namespace", "tenancy.quota-leaf")
 #: The spawn form's options: a template with autoescape, never HTML glued from strings.
 _FORMS = Environment(loader=FileSystemLoader(Path(__file__).with_name("templates")),
@@ -137,7 +140,16 @@ class TenancySpawnerMixin(Configurable):
             body = await self._tenancy(token).tenants()
         except TenancyError:
             return None
+        NOTICES.update(body.get("tenants", []))
         return {t["group"]: t for t in body.get("tenants", [])}
+
+    def tenancy_admin_notices(self) -> list[dict]:
+        """For an admin's hub home (spawner/templates/home.html): each group whose properties the service
+        refused, kept on its last good ones or unusable, with the property and the fix (team_notices.py)."""
+        async def ask():
+            status = await self._team_status()
+            return None if status is None else list(status.values())
+        return NOTICES.lines(ask)
 
     async def _room(self, group: str, slugs: list[str]) -> dict | None:
         """What each profile would do now for team ``group``, and the team's room (``POST /room``)."""
@@ -319,6 +331,7 @@ class TenancySpawnerMixin(Configurable):
     async def start(self):
         self._notice, self._latest = None, {}  # progress() may already be reading them
         self._fits_instead = None  # asked again for this start's wait
+        self._estimate = (None, None)  # (what it was asked for, the service's answer)
         self.tenancy_notice = None  # the home page's "stopped at ..." is answered by this start
         group, profile = self._choose()
         await self._usable_team(group)
@@ -522,13 +535,27 @@ class TenancySpawnerMixin(Configurable):
             base = (getattr(self.user, "settings", None) or {}).get("base_url", "/")
             todo.append({"text": f"Stop another server or job of {team} to make room sooner:",
                          "links": [{"href": url_path_join(base, "hub", "home"), "text": "your servers"},
-                                   {"href": self.tenancy_public_url + "jobs", "text": "your jobs (Cancel…)"}]})
+                                   {"href": self.tenancy_public_url + "jobs", "text": "your work on the Jobs page (Cancel…, Stop…)"}]})
         fits = getattr(self, "_fits_instead", None) or []
         if fits:  # only when another profile of the team would start now; "a smaller profile" helped nobody else
             todo.append(f"Or press Stop and start again with {' or '.join(fits)}: it would start now.")
         todo.append("The dashboard shows the team's quota and the queue.")
+        size = (self.profiles.get(getattr(self, "_profile", "") or "") or {}).get("display_name", "")
+        estimate = estimate_words(getattr(self, "_estimate", (None, None))[1], team, size) if state == "waiting" else ""
         return {"state": state, "headline": headline, "reason": sentence(wl.get("message") or "Queued"),
-                "position": position, "todo": todo, "dashboard": self.tenancy_public_url + "quota"}
+                "position": position, "estimate": estimate, "todo": todo,
+                "dashboard": self.tenancy_public_url + "quota"}
+
+    async def _ask_estimate(self, wl: dict) -> None:
+        """The service's estimate of this wait, asked again when the server's place in its team's queue changes."""
+        key = (wl.get("id"), wl.get("leafPosition"))
+        if getattr(self, "_estimate", (None, None))[0] == key or not wl.get("id"):
+            return
+        try:
+            answer = await self._tenancy().estimate(wl["id"])
+        except TenancyError:
+            answer = None
+        self._estimate = (key, answer)
 
     async def _profiles_that_fit_now(self) -> list[str]:
         """The display names of the team's other profiles that would start at once (asked once per wait)."""
@@ -552,6 +579,8 @@ class TenancySpawnerMixin(Configurable):
                 break
             if wl and getattr(self, "_fits_instead", None) is None:
                 self._fits_instead = await self._profiles_that_fit_now()
+            if wl:
+                await self._ask_estimate(wl)
             if wl:
                 status = self._waiting_status(wl)
                 where = ""

@@ -469,3 +469,154 @@ def test_at_420_px_every_column_of_the_dashboards_stays_reachable(hub, story, br
         page.evaluate("window.scrollTo(0, 0)")
         shot(page, f"pages-{path or 'cluster'}-420")
     page.context.close()
+
+
+def named_servers(hub, user) -> set[str]:
+    """The user's named servers the hub keeps, stopped ones too."""
+    status, body = hub.api("GET", f"/users/{user}?include_stopped_servers")
+    assert status == 200, body
+    return {name for name in (body.get("servers") or {}) if name}
+
+
+def clean_slate(hub):
+    for w in svc(hub, "admin", "GET", "/workloads?state=Pending&state=Running")[1]["workloads"]:
+        svc(hub, "admin", "DELETE", f"/workloads/{w['id']}")
+    wait_for(lambda: not svc(hub, "admin", "GET", "/workloads?state=Pending&state=Running")[1]["workloads"],
+             "nothing to wait or run", timeout=60)
+
+
+def test_stop_and_delete_of_ones_named_servers_where_the_work_is_shown(hub, browser):
+    """Issue 22: bob stops and deletes his named servers from the Jobs page, a notebook's page and the
+    hub's waiting page, each asked first, through his own login (the hub's API decides)."""
+    clean_slate(hub)
+    bob = token(hub, "bob")
+    hub.start_server("bob", "one", {"profile": "small"}, token=bob, check=False)
+    hub.wait_server_ready("bob", "one", timeout=120)
+    one = next(w for w in svc(hub, "bob", "GET", "/workloads?kind=notebook&state=Running")[1]["workloads"]
+               if w["serverName"] == "one")
+    page = logged_in(browser, hub, "bob")
+    open_page(page, hub, "jobs")
+    page.select_option("#kind-filter", "notebook")
+    row = page.locator(f"#jobs tr[data-id='{one['id']}']")
+    row.locator("button.stop-server").click()
+    dialog = page.locator("dialog#confirm[open]")
+    dialog.wait_for()
+    assert "Stop your server one?" in dialog.inner_text() and "unsaved changes" in dialog.inner_text()
+    shot(page, "pages-jobs-stop-server-confirm")
+    dialog.locator("button.keep").click()
+    assert (hub.server_model("bob", "one") or {}).get("ready")  # kept
+    row.locator("button.stop-server").click()
+    page.locator("dialog#confirm[open] button.confirm").click()
+    try:
+        wait_for(lambda: hub.server_model("bob", "one") is None, "bob/one stopped from the jobs page", timeout=60)
+    except AssertionError:
+        raise AssertionError(f"the page says {page.inner_text('#action-message')!r}") from None
+    assert "one" in named_servers(hub, "bob")  # stopped, not deleted
+    assert "Your server one" in page.inner_text("#action-message")
+    wait_for(lambda: row.locator("button.stop-server").count() == 0, "the row to lose its Stop button live",
+             timeout=30)
+    row.locator("button.delete-server").click()
+    dialog.wait_for()
+    assert "Delete your server one?" in dialog.inner_text() and "files are kept" in dialog.inner_text()
+    page.locator("dialog#confirm[open] button.confirm").click()
+    wait_for(lambda: "one" not in named_servers(hub, "bob"), "bob/one deleted from the jobs page", timeout=30)
+    wait_for(lambda: "was deleted" in page.inner_text("#action-message"), "the page to say so")
+    assert row.locator("button.delete-server").count() == 0
+    shot(page, "pages-jobs-server-deleted")
+    # a running named server deleted from its notebook's page: stopped and removed at once
+    hub.start_server("bob", "two", {"profile": "small"}, token=bob, check=False)
+    hub.wait_server_ready("bob", "two", timeout=120)
+    two = next(w for w in svc(hub, "bob", "GET", "/workloads?kind=notebook&state=Running")[1]["workloads"]
+               if w["serverName"] == "two")
+    open_page(page, hub, f"jobs/{two['id']}")
+    assert not page.is_visible("#cancel")  # a notebook is not cancelled, it is stopped
+    page.click("#server-actions button.delete-server")
+    dialog.wait_for()
+    assert "Delete your server two?" in dialog.inner_text() and "stopped first" in dialog.inner_text()
+    shot(page, "pages-job-delete-server-confirm")
+    page.locator("dialog#confirm[open] button.confirm").click()
+    wait_for(lambda: "two" not in named_servers(hub, "bob"), "bob/two deleted from its page", timeout=60)
+    wait_for(lambda: page.inner_text("dd[data-fact=state]") == "stopped", "its page to say stopped", timeout=30)
+    assert page.locator("#server-actions button").count() == 0
+    shot(page, "pages-job-server-deleted")
+    # another user's notebook offers nothing; the service refuses their server for them anyway
+    status, body = svc(hub, "alice", "DELETE", "/servers/two?remove=true")
+    assert status == 404 and "your server two does not exist" in body["error"], body
+    # the waiting page's estimate: none before the service has seen team-b's servers of this size wait
+    cap = svc(hub, "bob", "GET", "/tree")[1]["quota"]["root.a.2"]["max"]["cpu"]  # team-b's max: bob's next waits
+    fill = job(hub, "bob", "bob-fills-team-b", cap)
+    hub.start_server("bob", "three", {"profile": "small"}, token=bob, check=False)
+    wait_for(lambda: (hub.server_model("bob", "three") or {}).get("pending") == "spawn", "bob/three to wait")
+    page.goto(hub.url("/hub/spawn-pending/bob/three"))
+    page.wait_for_selector("#tenancy-status .tenancy-estimate:not(:empty)", timeout=30_000)
+    said = page.inner_text("#tenancy-status .tenancy-estimate")
+    assert said == ("No estimate of the wait yet: the service has seen none of team-b's servers like this one "
+                    "(Small: 5 CPU, 4 GiB) wait and then start."), said
+    shot(page, "pages-spawn-waiting-no-estimate")
+    svc(hub, "bob", "DELETE", f"/workloads/{fill['id']}")  # room: three starts after its wait
+    hub.wait_server_ready("bob", "three", timeout=120)
+    hub.stop_server("bob", "three")
+    fill = job(hub, "bob", "bob-fills-team-b-again", cap)
+    hub.start_server("bob", "four", {"profile": "small"}, token=bob, check=False)
+    wait_for(lambda: (hub.server_model("bob", "four") or {}).get("pending") == "spawn", "bob/four to wait")
+    page.goto(hub.url("/hub/spawn-pending/bob/four"))
+    page.wait_for_selector("#tenancy-status .tenancy-estimate:not(:empty)", timeout=30_000)
+    said = page.inner_text("#tenancy-status .tenancy-estimate")
+    assert said.startswith("The one earlier wait seen of team-b's servers like this one (Small: 5 CPU, 4 GiB) "
+                           "lasted "), said
+    # the advice: stop or cancel where it can be done; no "another profile": none of team-b's would start now
+    todo = page.inner_text("#tenancy-status .tenancy-todo")
+    assert "Stop another server or job of team-b" in todo and "start again with" not in todo, todo
+    shot(page, "pages-spawn-waiting-estimate")
+    # a waiting named server deleted from the hub's waiting page
+    page.click("#delete-named-server-btn")
+    dialog = page.locator("dialog#tenancy-confirm[open]")
+    dialog.wait_for()
+    assert "Delete your server four?" in dialog.inner_text(), dialog.inner_text()
+    shot(page, "pages-spawn-waiting-delete-confirm")
+    dialog.locator("button.keep").click()
+    assert (hub.server_model("bob", "four") or {}).get("pending") == "spawn"
+    page.click("#delete-named-server-btn")
+    page.locator("dialog#tenancy-confirm[open] button.confirm").click()
+    wait_for(lambda: "four" not in named_servers(hub, "bob"), "bob/four deleted from its waiting page", timeout=60)
+    assert "three" in named_servers(hub, "bob")  # only the one asked for
+    page.context.close()
+    clean_slate(hub)
+
+
+def test_admins_are_told_of_a_teams_refused_properties_on_the_hub_home_and_the_tenants_page(hub, browser):
+    """Issue 22: a typo in team-c's properties keeps its last good ones; admins see the group, the property
+    and the fix on the hub home (a banner) and on the Tenants page; members see no banner."""
+    good = {"tenancy.namespace": "team-c", "tenancy.quota-leaf": "root.b.1",
+            "tenancy.priority-classes": "low-priority-dev,high-priority-research,critical-prod"}
+    assert hub.api("PUT", "/groups/team-c/properties", {**good, "tenancy.priority-classes": "critcal-prod"})[0] == 200
+    try:
+        wait_for(lambda: any(t["group"] == "team-c" and t.get("keptLastGood")
+                             for t in svc(hub, "admin", "GET", "/tenants")[1]["tenants"]), "team-c kept on its last good")
+        page = logged_in(browser, hub, "admin")
+        banner = page.locator("#tenancy-admin .tenancy-group-problem[data-group=team-c]")
+        wait_for(lambda: page.goto(hub.url("/hub/home")) and banner.count() == 1, "the admin's banner", timeout=30)
+        text = banner.inner_text()
+        assert text.startswith("Group team-c: its new properties were refused."), text
+        assert "Property tenancy.priority-classes: no PriorityClass named critcal-prod." in text, text
+        assert "Its members keep its last good properties until this is fixed." in text
+        assert "In the hub's admin panel (Groups, team-c)" in text, text
+        assert banner.locator("a").get_attribute("href") == PAGES + "tenants"
+        shot(page, "pages-home-admin-kept-properties")
+        with page.expect_navigation():
+            banner.locator("a").click()
+        page.wait_for_selector("#tenants tr[data-group=team-c]")
+        row = page.locator("#tenants tr[data-group=team-c]")
+        assert row.get_attribute("class") == "kept"
+        cell = row.locator("td").first.inner_text()
+        assert "new properties refused" in cell and "no PriorityClass named critcal-prod" in cell, cell
+        assert "list only existing classes in tenancy.priority-classes" in cell and "last good properties" in cell, cell
+        assert "New properties of team-c were refused" in page.inner_text("#kept-summary")
+        shot(page, "pages-tenants-kept")
+        page.context.close()
+        page = logged_in(browser, hub, "carol")  # a member, not an admin: no banner
+        page.goto(hub.url("/hub/home"))
+        assert page.locator("#tenancy-admin").count() == 0
+        page.context.close()
+    finally:
+        hub.api("PUT", "/groups/team-c/properties", good)
