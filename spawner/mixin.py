@@ -28,7 +28,7 @@ from hub_ext.apiclient.aio import AsyncTenancyClient
 from hub_ext.vocabulary import amounts, duration, quantity, resource_name, sentence, when
 
 from .team_notices import NOTICES
-from .waiting_words import estimate_words
+from .waiting_words import estimate_words, stopped_for
 
 TENANT_KEYS = ("tenancy.namespace", "tenancy.quota-leaf")
 #: The spawn form's options: a template with autoescape, never HTML glued from strings.
@@ -45,6 +45,15 @@ def _workload_name(user: str, server: str) -> str:
     """``nb-<user>[-<server>]`` as a DNS label: any username (``j.doe@example.org``) gives a valid one."""
     raw = f"nb-{user}" + (f"-{server}" if server else "")
     return re.sub(r"[^a-z0-9-]+", "-", raw.lower())[:40].strip("-") or "nb"
+
+
+def _notice(wl: dict, event: dict) -> dict:
+    """What is kept of a stop to make room: when the server stopped (the workload's end, not the decision),
+    whose work took the room (the pod's name, and the person's words when the service gave them), why."""
+    details = event.get("details") or {}
+    return {"time": wl.get("finished") or event["time"], "by": details.get("preemptor") or "",
+            "byName": details.get("preemptorName") or "", "byTeam": details.get("preemptorTeam") or "",
+            "message": event["message"]}
 
 
 def _check_user_options(spawner, options) -> None:
@@ -214,8 +223,9 @@ class TenancySpawnerMixin(Configurable):
         if not notice:
             return ""
         label = f"Your server {self.name}" if self.name else "Your server"
-        by = f" to make room for {notice['by']}" if notice.get("by") else ""
-        return f"{label} was stopped at {when(notice['time'])}{by}. Because: {sentence(notice['message'])}"
+        who, why = stopped_for(notice)
+        by = f" to make room for {who}" if who else ""
+        return f"{label} was stopped at {when(notice['time'])}{by}. Because: {why}"
 
     def _no_team_form(self) -> str:
         """What someone in no team sees instead of a form (an empty form would start a server at once, to
@@ -311,7 +321,9 @@ class TenancySpawnerMixin(Configurable):
         evicted = next((e for e in reversed(wl.get("events", [])) if e["type"] in ("preempted", "reclaimed")), None)
         if evicted is None:
             return None
-        return f"Your previous server was stopped at {when(evicted['time'])}: {evicted['message']}"
+        who, why = stopped_for(_notice(wl, evicted))
+        return (f"Your previous server was stopped at {when(wl.get('finished') or evicted['time'])}"
+                + (f" to make room for {who}" if who else "") + f". Because: {why}")
 
     async def _usable_team(self, group) -> None:
         """Refuse a team the service says is broken, with all its errors in plain words."""
@@ -481,8 +493,7 @@ class TenancySpawnerMixin(Configurable):
             return
         event = next((e for e in reversed(wl.get("events", [])) if e["type"] in ("preempted", "reclaimed")), None)
         if wl.get("state") == "Preempted" and event is not None:
-            self.tenancy_notice = {"time": event["time"], "by": (event.get("details") or {}).get("preemptor") or "",
-                                   "message": event["message"]}
+            self.tenancy_notice = _notice(wl, event)
 
     def clear_state(self):
         notice = getattr(self, "tenancy_notice", None)
@@ -504,11 +515,12 @@ class TenancySpawnerMixin(Configurable):
                         "link": link, "link_text": "See why, or stop waiting"}
         notice = getattr(self, "tenancy_notice", None)
         if notice and not self.active:
-            by = f" by {notice['by']}" if notice.get("by") else ""
+            who, why = stopped_for(notice)
+            by = f" to make room for {who}" if who else ""
             return {"kind": "stopped", "server": self.name or "",
                     "title": f"{label} was stopped at {when(notice['time'])}{by}.",
-                    "text": f"Because: {sentence(notice['message'])} Your files are kept; start it again when "
-                            "there is room.", "link": None, "link_text": ""}
+                    "text": f"Because: {why} Your files are kept; start it again when there is room.",
+                    "link": None, "link_text": ""}
         return None
 
     async def poll(self):

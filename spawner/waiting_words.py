@@ -3,7 +3,7 @@ of the team's earlier servers of the same size that had to wait), or that it can
 
 from __future__ import annotations
 
-from hub_ext.vocabulary import duration
+from hub_ext.vocabulary import duration, sentence
 
 
 def estimate_words(answer: dict | None, team: str, size: str) -> str:
@@ -22,3 +22,18 @@ def estimate_words(answer: dict | None, team: str, size: str) -> str:
         return f"The one earlier wait seen of {servers} lasted {duration(answer['medianSeconds'])}.{after}"
     return (f"The last {n} waits seen of {servers} lasted {duration(answer['medianSeconds'])} in the middle, from "
             f"{duration(answer['lowSeconds'])} to {duration(answer['highSeconds'])}.{after}")
+
+
+def stopped_for(notice: dict) -> tuple[str, str]:
+    """(whose work took the room, why) of a stop to make room (the spawner's kept notice): "carol's job
+    train-3 (team-c)" and the reason without the pod's name the engine put first ("Reclaimed by
+    team-c/train-3-0: its quota ..."); the pod's name only when the service did not name the person."""
+    message = notice.get("message") or ""
+    name = notice.get("byName") or ""
+    if not name:
+        return notice.get("by") or "", sentence(message)
+    head, sep, rest = message.partition(": ")
+    if sep and head.startswith(("Reclaimed by ", "Preempted by ")):
+        message = rest
+    team = notice.get("byTeam")
+    return name + (f" ({team})" if team else ""), sentence(message)

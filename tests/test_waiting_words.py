@@ -76,3 +76,16 @@ async def test_the_hub_homes_notices_are_the_last_answer_and_a_stale_one_is_aske
     assert notices.lines(ask) == []  # nothing known yet: asked in the background
     await notices._asking
     assert [n["group"] for n in notices.lines(ask)] == ["team-c"] and asked == [1]  # fresh: not asked again
+
+
+def test_a_stop_to_make_room_names_the_person_and_their_work_not_the_pod():
+    from spawner.waiting_words import stopped_for
+
+    notice = {"time": 1.0, "by": "team-c/carol-takes", "byName": "carol's job carol-takes", "byTeam": "team-c",
+              "message": "Reclaimed by team-c/carol-takes: its quota root.a.2 was borrowing and root.b.1 reclaimed "
+                         "its guarantee"}
+    assert stopped_for(notice) == ("carol's job carol-takes (team-c)",
+                                   "Its quota root.a.2 was borrowing and root.b.1 reclaimed its guarantee.")
+    # kept before the service named people: the pod's name, the message as it was
+    older = {"time": 1.0, "by": "team-c/carol-takes", "message": "Reclaimed by team-c/carol-takes: its quota"}
+    assert stopped_for(older) == ("team-c/carol-takes", "Reclaimed by team-c/carol-takes: its quota.")

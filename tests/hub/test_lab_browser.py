@@ -200,6 +200,44 @@ def test_a_log_opens_at_its_latest_lines_and_says_plainly_when_there_are_none(hu
     close_current_tab(page)
 
 
+def test_a_warned_notebook_keeps_running_when_its_preemptor_is_cancelled_inside_the_warning(hub, page):
+    """Issue 22 on the real demo hub: alice's notebook is warned for carol's job, which carol cancels inside
+    the warning: the eviction is withdrawn, the server runs on past the old deadline, the API says Running
+    with no warning (and why it was withdrawn), and the status bar shows the team again, not a countdown."""
+    if not (hub.server_model("alice") or {}).get("ready"):  # run alone (-k): the first test started it
+        start(hub, "alice", "large")
+    open_lab(hub, page)
+    fill = [job(hub, "alice", "alice-warned", 10), job(hub, "bob", "bob-w1", 10), job(hub, "bob", "bob-w2", 10)]
+    wait_for(lambda: leaf_used(hub, "root") == "40", "the root to be full")
+    carol = job(hub, "carol", "carol-withdrawn", 10)  # within team-c's guarantee: reclaims alice's notebook
+
+    def mine():
+        me = svc(hub, "alice", "GET", "/me")[1]
+        return next(w for w in me["workloads"] if w["kind"] == "notebook" and w["state"] in ("Pending", "Running"))
+
+    nb = wait_for(lambda: (lambda w: w if "evictionDeadline" in w else None)(mine()), "alice's notebook to be warned")
+    assert nb["state"] == "Running", nb  # warned, not Pending
+    deadline = nb["evictionDeadline"]
+    page.wait_for_selector(".jp-TenancyStatus[data-level='evicting']", timeout=15_000)
+    status, _ = svc(hub, "carol", "DELETE", f"/workloads/{carol['id']}")
+    assert status == 200
+    assert time.time() < deadline, "carol's job was cancelled after the warning ended: the test is too slow here"
+    nb = wait_for(lambda: (lambda w: w if "evictionDeadline" not in w else None)(mine()), "the warning withdrawn")
+    assert nb["state"] == "Running" and "not stopped: it keeps running" in nb["evictionWithdrawn"]["message"], nb
+    wait_for(lambda: "team-a" in page.inner_text(".jp-TenancyStatus"), "the status bar to show the team again")
+    assert page.get_attribute(".jp-TenancyStatus", "data-level") != "evicting"
+    # past the old deadline the server still runs, and says so
+    wait_for(lambda: time.time() > deadline + 3, "the old deadline to pass", timeout=WARNING_SECONDS + 10)
+    assert (hub.server_model("alice") or {}).get("ready"), hub.server_model("alice")
+    nb = mine()
+    assert nb["state"] == "Running" and "evictionDeadline" not in nb and nb["evictionWithdrawn"], nb
+    assert page.inner_text(".jp-TenancyStatus").startswith("team-a"), page.inner_text(".jp-TenancyStatus")
+    shot(page, "lab-eviction-withdrawn")
+    for w in fill:
+        svc(hub, w["user"], "DELETE", f"/workloads/{w['id']}")
+    wait_for(lambda: leaf_used(hub, "root") == "10", "only alice's notebook left running")
+
+
 def test_a_reclaimed_notebook_counts_down_and_saves_the_open_document(hub, page):
     name = f"notes-{secrets.token_hex(3)}.txt"
     r = hub.request("PUT", hub.server_url("alice") + f"api/contents/{name}", token=token(hub, "alice"),

@@ -352,15 +352,21 @@ def test_a_notebook_stopped_to_make_room_is_explained_on_the_home_page(hub, stor
     wait_for(lambda: page.goto(hub.url("/hub/home")) and page.locator("#tenancy-home .tenancy-stopped").count() == 1,
              "the notice on the home page", timeout=30)
     text = page.inner_text("#tenancy-home .tenancy-stopped")
-    assert text.startswith("Your server was stopped at ") and "by team-c/carol-takes" in text, text
-    assert "Because: Reclaimed by team-c/carol-takes" in text
+    # whose work took the room in people's words (not the pod's name), when it stopped (not the decision)
+    [nb] = [w for w in svc(hub, "bob", "GET", "/workloads?mine=true&kind=notebook")[1]["workloads"]
+            if w["state"] == "Preempted"]
+    stopped = time.strftime("%H:%M:%S", time.localtime(nb["finished"]))
+    assert text.startswith(f"Your server was stopped at {stopped} to make room for carol's job carol-takes "
+                           "(team-c)."), text
+    assert "Because: Its quota root.a.2 was borrowing and root.b.1 reclaimed its guarantee." in text, text
+    assert "team-c/carol-takes" not in text
     shot(page, "pages-home-stopped")
     # the next spawn page says it too: when, for whose work and why (issue 22; the README says so)
     page.goto(hub.url("/hub/spawn"))
     page.wait_for_selector("#tenancy-profiles")
     said = page.inner_text("#tenancy-previous-stop")
-    assert said.startswith("Your server was stopped at ") and "to make room for team-c/carol-takes" in said, said
-    assert "Because: Reclaimed by team-c/carol-takes" in said
+    assert said.startswith(f"Your server was stopped at {stopped} to make room for carol's job carol-takes "
+                           "(team-c). Because: Its quota root.a.2 was borrowing"), said
     shot(page, "pages-spawn-form-after-stop")
     page.context.close()
 
