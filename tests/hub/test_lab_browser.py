@@ -226,13 +226,18 @@ def test_a_warned_notebook_keeps_running_when_its_preemptor_is_cancelled_inside_
     assert nb["state"] == "Running" and "not stopped: it keeps running" in nb["evictionWithdrawn"]["message"], nb
     wait_for(lambda: "team-a" in page.inner_text(".jp-TenancyStatus"), "the status bar to show the team again")
     assert page.get_attribute(".jp-TenancyStatus", "data-level") != "evicting"
+    # the countdown's notification says it was withdrawn (and goes by itself)
+    toast = page.locator(".Toastify__toast", has_text="The warning is withdrawn")
+    toast.first.wait_for(timeout=10_000)
+    assert "keeps running" in toast.first.inner_text(), toast.first.inner_text()
+    assert page.locator(".Toastify__toast", has_text="will be stopped").count() == 0
+    shot(page, "lab-eviction-withdrawn")
     # past the old deadline the server still runs, and says so
     wait_for(lambda: time.time() > deadline + 3, "the old deadline to pass", timeout=WARNING_SECONDS + 10)
     assert (hub.server_model("alice") or {}).get("ready"), hub.server_model("alice")
     nb = mine()
     assert nb["state"] == "Running" and "evictionDeadline" not in nb and nb["evictionWithdrawn"], nb
     assert page.inner_text(".jp-TenancyStatus").startswith("team-a"), page.inner_text(".jp-TenancyStatus")
-    shot(page, "lab-eviction-withdrawn")
     for w in fill:
         svc(hub, w["user"], "DELETE", f"/workloads/{w['id']}")
     wait_for(lambda: leaf_used(hub, "root") == "10", "only alice's notebook left running")
@@ -376,3 +381,22 @@ def test_the_widget_and_the_live_train_line_render_in_a_notebook(hub, page):
     shot(page, "lab-widget")
     line.first.scroll_into_view_if_needed()
     shot(page, "lab-train-live")
+
+
+def test_the_status_bar_says_the_server_is_not_running_once_stopped_from_the_hub(hub, page):
+    """Issue 22: this server stopped from outside (the hub home, the Jobs page, the idle culler), not by a
+    countdown: the status bar says it is not running and where to start it again, not an unreadable quota."""
+    if not (hub.server_model("alice") or {}).get("ready"):
+        start(hub, "alice", "small")
+    open_lab(hub, page)
+    hub.stop_server("alice")
+    try:
+        wait_for(lambda: page.inner_text(".jp-TenancyStatus") == "Server not running",
+                 "the status bar to say the server is not running", timeout=120)
+    except AssertionError:
+        raise AssertionError(f"the status bar says {page.inner_text('.jp-TenancyStatus')!r}") from None
+    assert page.get_attribute(".jp-TenancyStatus", "data-level") == "stopped"
+    title = page.get_attribute(".jp-TenancyStatus", "title")
+    assert title.startswith("This server does not answer: it was stopped") and "from the hub home" in title, title
+    shot(page, "lab-server-not-running")
+

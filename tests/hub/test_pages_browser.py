@@ -548,6 +548,16 @@ def test_stop_and_delete_of_ones_named_servers_where_the_work_is_shown(hub, brow
     # another user's notebook offers nothing; the service refuses their server for them anyway
     status, body = svc(hub, "alice", "DELETE", "/servers/two?remove=true")
     assert status == 404 and "your server two does not exist" in body["error"], body
+    # a login without the hub's right to stop servers is refused by the hub, and told why in one line
+    narrow = hub.token_for("bob", ["custom:tenancy:use!user", "access:services!service=tenancy"])
+    hub.start_server("bob", "five", {"profile": "small"}, token=bob, check=False)
+    status, body = svc(hub, None, "DELETE", "/servers/five", tok=narrow)
+    assert status == 403 and "the hub refused to stop your server five" in body["error"], body
+    assert "delete:servers!user" in body["error"], body
+    status, body = svc(hub, "bob", "DELETE", "/servers/?remove=true")
+    assert status == 400 and body["error"].startswith("the default server cannot be deleted"), body
+    hub.stop_server("bob", "five")
+    hub.api("DELETE", "/users/bob/servers/five", {"remove": True})
     # the waiting page's estimate: none before the service has seen team-b's servers of this size wait
     cap = svc(hub, "bob", "GET", "/tree")[1]["quota"]["root.a.2"]["max"]["cpu"]  # team-b's max: bob's next waits
     fill = job(hub, "bob", "bob-fills-team-b", cap)
