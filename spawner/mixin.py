@@ -28,7 +28,7 @@ from hub_ext.apiclient.aio import AsyncTenancyClient
 from hub_ext.vocabulary import amounts, duration, quantity, resource_name, sentence, when
 
 from .team_notices import NOTICES
-from .waiting_words import estimate_words, stopped_for
+from .waiting_words import stopped_for, waiting_status
 
 TENANT_KEYS = ("tenancy.namespace", "tenancy.quota-leaf")
 #: The spawn form's options: a template with autoescape, never HTML glued from strings.
@@ -533,30 +533,11 @@ class TenancySpawnerMixin(Configurable):
 
     def _waiting_status(self, wl: dict) -> dict:
         """The waiting page's status (spawn-pending.js shows it): why, where in the queue, what to do."""
-        team = wl.get("tenant") or "your team"
-        reason = wl.get("reason")
-        if reason == "waiting-for-eviction":
-            headline, state = "Room is being made for this server; it starts in a moment.", "starting"
-        else:
-            headline, state = "This server is waiting for room in the cluster.", "waiting"
-        position = (f"It is number {wl['position']} in the queue, {wl.get('leafPosition')} among {team}'s work."
-                    if wl.get("position") else "")
-        todo = ["Wait here: the server starts by itself as soon as there is room, and this page follows it."]
-        if reason in ("quota-max", "quota-min"):
-            # Where to do it, not only what: the hub home stops one's servers, the Jobs page cancels jobs.
-            base = (getattr(self.user, "settings", None) or {}).get("base_url", "/")
-            todo.append({"text": f"Stop another server or job of {team} to make room sooner:",
-                         "links": [{"href": url_path_join(base, "hub", "home"), "text": "your servers"},
-                                   {"href": self.tenancy_public_url + "jobs", "text": "your work on the Jobs page (Cancel…, Stop…)"}]})
-        fits = getattr(self, "_fits_instead", None) or []
-        if fits:  # only when another profile of the team would start now; "a smaller profile" helped nobody else
-            todo.append(f"Or press Stop and start again with {' or '.join(fits)}: it would start now.")
-        todo.append("The dashboard shows the team's quota and the queue.")
+        base = (getattr(self.user, "settings", None) or {}).get("base_url", "/")
         size = (self.profiles.get(getattr(self, "_profile", "") or "") or {}).get("display_name", "")
-        estimate = estimate_words(getattr(self, "_estimate", (None, None))[1], team, size) if state == "waiting" else ""
-        return {"state": state, "headline": headline, "reason": sentence(wl.get("message") or "Queued"),
-                "position": position, "estimate": estimate, "todo": todo,
-                "dashboard": self.tenancy_public_url + "quota"}
+        return waiting_status(wl, hub_home=url_path_join(base, "hub", "home"), pages=self.tenancy_public_url,
+                              fits=getattr(self, "_fits_instead", None) or [], size=size,
+                              estimate=getattr(self, "_estimate", (None, None))[1])
 
     async def _ask_estimate(self, wl: dict) -> None:
         """The service's estimate of this wait, asked again when the server's place in its team's queue changes."""

@@ -1,5 +1,5 @@
-"""The waiting page's estimate in words, from the service's ``workloads/{id}/estimate`` (what it has seen
-of the team's earlier servers of the same size that had to wait), or that it cannot give one."""
+"""The words of a server's wait and stop: the waiting page's status (why, its place, the estimate from the
+service's ``workloads/{id}/estimate``, only the advice that would help), and whose work a stop made room for."""
 
 from __future__ import annotations
 
@@ -37,3 +37,28 @@ def stopped_for(notice: dict) -> tuple[str, str]:
         message = rest
     team = notice.get("byTeam")
     return name + (f" ({team})" if team else ""), sentence(message)
+
+
+def waiting_status(wl: dict, *, hub_home: str, pages: str, fits: list[str], size: str, estimate: dict | None) -> dict:
+    """The waiting page's status (spawn-pending.js shows it) for the server's workload ``wl``: ``fits``, the
+    team's other profiles that would start now; ``estimate``, the service's answer (None: not asked)."""
+    team = wl.get("tenant") or "your team"
+    reason = wl.get("reason")
+    if reason == "waiting-for-eviction":
+        headline, state = "Room is being made for this server; it starts in a moment.", "starting"
+    else:
+        headline, state = "This server is waiting for room in the cluster.", "waiting"
+    position = (f"It is number {wl['position']} in the queue, {wl.get('leafPosition')} among {team}'s work."
+                if wl.get("position") else "")
+    todo = ["Wait here: the server starts by itself as soon as there is room, and this page follows it."]
+    if reason in ("quota-max", "quota-min"):
+        # Where to do it, not only what: the hub home stops one's servers, the Jobs page cancels and stops.
+        todo.append({"text": f"Stop another server or job of {team} to make room sooner:",
+                     "links": [{"href": hub_home, "text": "your servers"},
+                               {"href": pages + "jobs", "text": "your work on the Jobs page (Cancel…, Stop…)"}]})
+    if fits:  # only when another profile of the team would start now; "a smaller profile" helped nobody else
+        todo.append(f"Or press Stop and start again with {' or '.join(fits)}: it would start now.")
+    todo.append("The dashboard shows the team's quota and the queue.")
+    return {"state": state, "headline": headline, "reason": sentence(wl.get("message") or "Queued"),
+            "position": position, "estimate": estimate_words(estimate, team, size) if state == "waiting" else "",
+            "todo": todo, "dashboard": pages + "quota"}

@@ -89,3 +89,26 @@ def test_a_stop_to_make_room_names_the_person_and_their_work_not_the_pod():
     # kept before the service named people: the pod's name, the message as it was
     older = {"time": 1.0, "by": "team-c/carol-takes", "message": "Reclaimed by team-c/carol-takes: its quota"}
     assert stopped_for(older) == ("team-c/carol-takes", "Reclaimed by team-c/carol-takes: its quota.")
+
+
+def test_the_waiting_page_gives_only_the_advice_that_would_help():
+    from spawner.waiting_words import waiting_status
+
+    wl = {"tenant": "team-b", "reason": "quota-max", "message": "quota root.a.2 is at its max for cpu",
+          "position": 3, "leafPosition": 2}
+    status = waiting_status(wl, hub_home="/hub/home", pages="/services/tenancy/", fits=[], size="Small",
+                            estimate={"samples": 0})
+    assert status["position"] == "It is number 3 in the queue, 2 among team-b's work."
+    assert status["estimate"].startswith("No estimate of the wait yet")
+    texts = [t if isinstance(t, str) else t["text"] for t in status["todo"]]
+    assert texts[1] == "Stop another server or job of team-b to make room sooner:"
+    assert not any("start again with" in t for t in texts)  # no other profile would start now
+    # a wait for the cluster (not the team's quota): no "stop something of team-b"; another profile would start
+    status = waiting_status({**wl, "reason": "capacity"}, hub_home="/hub/home", pages="/p/", fits=["Small"],
+                            size="Large", estimate=None)
+    texts = [t if isinstance(t, str) else t["text"] for t in status["todo"]]
+    assert not any("Stop another server" in t for t in texts) and "start again with Small" in texts[1]
+    assert status["estimate"] == ""  # the service could not be asked: nothing said
+    # room is being made: it starts in a moment, no estimate
+    assert waiting_status({**wl, "reason": "waiting-for-eviction"}, hub_home="/", pages="/p/", fits=[], size="",
+                          estimate={"samples": 0})["estimate"] == ""

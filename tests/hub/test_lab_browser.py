@@ -1,10 +1,10 @@
 """JupyterLab with the tenancy extension, in headless Chromium against the real demo hub and
 its local backend, as alice would use it: the status bar, the panel (submit a job, watch it
-queue and run, read its logs from their latest lines, cancel it once asked), a reclaim of her
-notebook with the countdown, an edited, unsaved document found saved on disk and the page
+queue and run, read its logs from their latest lines, cancel it once asked), a warning withdrawn
+when the work that needed the room is cancelled, a reclaim of her notebook with the countdown, an edited, unsaved document found saved on disk and the page
 saying the server stopped (not JupyterLab's restart question), the notice after the stop,
-stopping another server of hers from the panel, and the widget and %%train's live line in a
-notebook. Screenshots: docs/screenshots/lab-*.png (README).
+stopping another server of hers from the panel, the widget and %%train's live line in a
+notebook, and the status bar once her server is stopped from outside. Screenshots: docs/screenshots/lab-*.png (README).
 
 Users' servers run this checkout's built Lab extension (``JUPYTER_PATH`` is searched before the
 virtualenv's copy, which may be another checkout's), as the datasets modules' hub does."""
