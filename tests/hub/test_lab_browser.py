@@ -369,7 +369,10 @@ def test_the_widget_and_the_live_train_line_render_in_a_notebook(hub, page):
     assert "Team team-a" in widget and "root.a.1 (your team)" in widget, widget
     assert re.search(r"CPU \d+/10 (\(\+\d+ borrowed\) )?of 20", widget), widget
     line = page.locator(".jp-OutputArea .tenancy-job")
-    line.first.wait_for(timeout=30_000)
+    try:
+        line.first.wait_for(timeout=30_000)
+    except Exception:  # noqa: BLE001 - Playwright's timeout: say what the notebook shows instead
+        raise AssertionError(f"no live %%train line; the notebook says: {page.inner_text('.jp-Notebook')}") from None
     wait_for(lambda: line.first.get_attribute("data-state") == "Succeeded", "the live line to say done", timeout=60)
     assert line.count() == 1  # one line, updated in place
     assert re.fullmatch(r". live-job \([0-9a-f]+\): done · logs", line.first.inner_text().strip()), line.first.inner_text()
