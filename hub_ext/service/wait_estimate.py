@@ -19,6 +19,9 @@ QUEUED_SECONDS = 2.0
 SAMPLES = 20
 #: How many of the team's latest workloads of the kind are looked through for them.
 LOOK_BACK = 300
+#: An answer is kept this long (seconds) for every waiting workload of the same team, kind and size: each waiting
+#: server asks when its place changes, and one admission moves them all (the look-back reads the store).
+KEEP_SECONDS = 2.0
 
 
 def waited(row) -> float | None:
@@ -46,11 +49,19 @@ class EstimateHandler(APIHandler):
     async def get(self, wid):
         c = self.controller
         row = self.workload_or_404(wid)  # the caller's teams' only
-        rows, _ = c.store.workloads(namespaces=[row.namespace], kind=row.kind, limit=LOOK_BACK)
-        waits = [w for w in (waited(r) for r in rows if similar(row, r)) if w is not None]
+        key = (row.namespace, row.kind, repr((row.spec.get("resources") or {}).get("requests")))
+        keep = self.application.settings.setdefault("wait_estimates", {})  # this service's own
+        kept = keep.get(key)
+        if kept is None or c.clock() - kept[0] > KEEP_SECONDS:
+            rows, _ = c.store.workloads(namespaces=[row.namespace], kind=row.kind, limit=LOOK_BACK)
+            kept = keep[key] = (c.clock(), estimate([w for w in (waited(r) for r in rows if similar(row, r))
+                                                      if w is not None]))
+            if len(keep) > 1000:  # teams x sizes: bounded all the same
+                keep.pop(next(iter(keep)))
         view = c.view(row)
         self.send({"id": row.id, "state": view["state"], "position": view.get("position"),
-                   "leafPosition": view.get("leafPosition"), "tenant": row.tenant, **estimate(waits)})
+                   "leafPosition": view.get("leafPosition"), "tenant": row.tenant, **kept[1]})
+
 
 
 def estimate_routes(prefix: str) -> list:
