@@ -118,8 +118,9 @@ c.JupyterHub.services = [{
     "display": True,
     "info": {"description": "Cluster, nodes, jobs and quota dashboards; the quota-tree editor and tenants (admins)."},
     "oauth_no_confirm": True,
-    # A browser logged in to the hub may read its own /me and workloads through the page's OAuth.
-    "oauth_client_allowed_scopes": ["custom:tenancy:use!user"],
+    # A browser logged in to the hub may read its own /me and workloads through the page's OAuth, and
+    # stop or delete its own servers from the Jobs page (the hub decides, with the person's own rights).
+    "oauth_client_allowed_scopes": ["custom:tenancy:use!user", "delete:servers!user"],
     "environment": {"TENANCY_DEMO_STATE": state, "PYTHONUNBUFFERED": "1",
                     # a shorter warning before a notebook is stopped (tests); the default is a minute
                     **{k: os.environ[k] for k in ("TENANCY_NOTEBOOK_WARNING_SECONDS", "TENANCY_HISTORY_SECONDS")

@@ -27,6 +27,9 @@ from hub_ext.apiclient import TenancyError
 from hub_ext.apiclient.aio import AsyncTenancyClient
 from hub_ext.vocabulary import amounts, duration, quantity, resource_name, sentence, when
 
+from .team_notices import NOTICES
+from .waiting_words import stopped_for, waiting_status
+
 TENANT_KEYS = ("tenancy.namespace", "tenancy.quota-leaf")
 #: The spawn form's options: a template with autoescape, never HTML glued from strings.
 _FORMS = Environment(loader=FileSystemLoader(Path(__file__).with_name("templates")),
@@ -42,6 +45,15 @@ def _workload_name(user: str, server: str) -> str:
     """``nb-<user>[-<server>]`` as a DNS label: any username (``j.doe@example.org``) gives a valid one."""
     raw = f"nb-{user}" + (f"-{server}" if server else "")
     return re.sub(r"[^a-z0-9-]+", "-", raw.lower())[:40].strip("-") or "nb"
+
+
+def _notice(wl: dict, event: dict) -> dict:
+    """What is kept of a stop to make room: when the server stopped (the workload's end, not the decision),
+    whose work took the room (the pod's name, and the person's words when the service gave them), why."""
+    details = event.get("details") or {}
+    return {"time": wl.get("finished") or event["time"], "by": details.get("preemptor") or "",
+            "byName": details.get("preemptorName") or "", "byTeam": details.get("preemptorTeam") or "",
+            "message": event["message"]}
 
 
 def _check_user_options(spawner, options) -> None:
@@ -137,7 +149,16 @@ class TenancySpawnerMixin(Configurable):
             body = await self._tenancy(token).tenants()
         except TenancyError:
             return None
+        NOTICES.update(body.get("tenants", []))
         return {t["group"]: t for t in body.get("tenants", [])}
+
+    def tenancy_admin_notices(self) -> list[dict]:
+        """For an admin's hub home (spawner/templates/home.html): each group whose properties the service
+        refused, kept on its last good ones or unusable, with the property and the fix (team_notices.py)."""
+        async def ask():
+            status = await self._team_status()
+            return None if status is None else list(status.values())
+        return NOTICES.lines(ask)
 
     async def _room(self, group: str, slugs: list[str]) -> dict | None:
         """What each profile would do now for team ``group``, and the team's room (``POST /room``)."""
@@ -202,8 +223,9 @@ class TenancySpawnerMixin(Configurable):
         if not notice:
             return ""
         label = f"Your server {self.name}" if self.name else "Your server"
-        by = f" to make room for {notice['by']}" if notice.get("by") else ""
-        return f"{label} was stopped at {when(notice['time'])}{by}. Because: {sentence(notice['message'])}"
+        who, why = stopped_for(notice)
+        by = f" to make room for {who}" if who else ""
+        return f"{label} was stopped at {when(notice['time'])}{by}. Because: {why}"
 
     def _no_team_form(self) -> str:
         """What someone in no team sees instead of a form (an empty form would start a server at once, to
@@ -299,7 +321,9 @@ class TenancySpawnerMixin(Configurable):
         evicted = next((e for e in reversed(wl.get("events", [])) if e["type"] in ("preempted", "reclaimed")), None)
         if evicted is None:
             return None
-        return f"Your previous server was stopped at {when(evicted['time'])}: {evicted['message']}"
+        who, why = stopped_for(_notice(wl, evicted))
+        return (f"Your previous server was stopped at {when(wl.get('finished') or evicted['time'])}"
+                + (f" to make room for {who}" if who else "") + f". Because: {why}")
 
     async def _usable_team(self, group) -> None:
         """Refuse a team the service says is broken, with all its errors in plain words."""
@@ -319,6 +343,7 @@ class TenancySpawnerMixin(Configurable):
     async def start(self):
         self._notice, self._latest = None, {}  # progress() may already be reading them
         self._fits_instead = None  # asked again for this start's wait
+        self._estimate = (None, None)  # (what it was asked for, the service's answer)
         self.tenancy_notice = None  # the home page's "stopped at ..." is answered by this start
         group, profile = self._choose()
         await self._usable_team(group)
@@ -468,8 +493,7 @@ class TenancySpawnerMixin(Configurable):
             return
         event = next((e for e in reversed(wl.get("events", [])) if e["type"] in ("preempted", "reclaimed")), None)
         if wl.get("state") == "Preempted" and event is not None:
-            self.tenancy_notice = {"time": event["time"], "by": (event.get("details") or {}).get("preemptor") or "",
-                                   "message": event["message"]}
+            self.tenancy_notice = _notice(wl, event)
 
     def clear_state(self):
         notice = getattr(self, "tenancy_notice", None)
@@ -491,11 +515,12 @@ class TenancySpawnerMixin(Configurable):
                         "link": link, "link_text": "See why, or stop waiting"}
         notice = getattr(self, "tenancy_notice", None)
         if notice and not self.active:
-            by = f" by {notice['by']}" if notice.get("by") else ""
+            who, why = stopped_for(notice)
+            by = f" to make room for {who}" if who else ""
             return {"kind": "stopped", "server": self.name or "",
                     "title": f"{label} was stopped at {when(notice['time'])}{by}.",
-                    "text": f"Because: {sentence(notice['message'])} Your files are kept; start it again when "
-                            "there is room.", "link": None, "link_text": ""}
+                    "text": f"Because: {why} Your files are kept; start it again when there is room.",
+                    "link": None, "link_text": ""}
         return None
 
     async def poll(self):
@@ -508,27 +533,22 @@ class TenancySpawnerMixin(Configurable):
 
     def _waiting_status(self, wl: dict) -> dict:
         """The waiting page's status (spawn-pending.js shows it): why, where in the queue, what to do."""
-        team = wl.get("tenant") or "your team"
-        reason = wl.get("reason")
-        if reason == "waiting-for-eviction":
-            headline, state = "Room is being made for this server; it starts in a moment.", "starting"
-        else:
-            headline, state = "This server is waiting for room in the cluster.", "waiting"
-        position = (f"It is number {wl['position']} in the queue, {wl.get('leafPosition')} among {team}'s work."
-                    if wl.get("position") else "")
-        todo = ["Wait here: the server starts by itself as soon as there is room, and this page follows it."]
-        if reason in ("quota-max", "quota-min"):
-            # Where to do it, not only what: the hub home stops one's servers, the Jobs page cancels jobs.
-            base = (getattr(self.user, "settings", None) or {}).get("base_url", "/")
-            todo.append({"text": f"Stop another server or job of {team} to make room sooner:",
-                         "links": [{"href": url_path_join(base, "hub", "home"), "text": "your servers"},
-                                   {"href": self.tenancy_public_url + "jobs", "text": "your jobs (Cancel…)"}]})
-        fits = getattr(self, "_fits_instead", None) or []
-        if fits:  # only when another profile of the team would start now; "a smaller profile" helped nobody else
-            todo.append(f"Or press Stop and start again with {' or '.join(fits)}: it would start now.")
-        todo.append("The dashboard shows the team's quota and the queue.")
-        return {"state": state, "headline": headline, "reason": sentence(wl.get("message") or "Queued"),
-                "position": position, "todo": todo, "dashboard": self.tenancy_public_url + "quota"}
+        base = (getattr(self.user, "settings", None) or {}).get("base_url", "/")
+        size = (self.profiles.get(getattr(self, "_profile", "") or "") or {}).get("display_name", "")
+        return waiting_status(wl, hub_home=url_path_join(base, "hub", "home"), pages=self.tenancy_public_url,
+                              fits=getattr(self, "_fits_instead", None) or [], size=size,
+                              estimate=getattr(self, "_estimate", (None, None))[1])
+
+    async def _ask_estimate(self, wl: dict) -> None:
+        """The service's estimate of this wait, asked again when the server's place in its team's queue changes."""
+        key = (wl.get("id"), wl.get("leafPosition"))
+        if getattr(self, "_estimate", (None, None))[0] == key or not wl.get("id"):
+            return
+        try:
+            answer = await self._tenancy().estimate(wl["id"])
+        except TenancyError:
+            answer = None
+        self._estimate = (key, answer)
 
     async def _profiles_that_fit_now(self) -> list[str]:
         """The display names of the team's other profiles that would start at once (asked once per wait)."""
@@ -552,6 +572,8 @@ class TenancySpawnerMixin(Configurable):
                 break
             if wl and getattr(self, "_fits_instead", None) is None:
                 self._fits_instead = await self._profiles_that_fit_now()
+            if wl:
+                await self._ask_estimate(wl)
             if wl:
                 status = self._waiting_status(wl)
                 where = ""

@@ -114,6 +114,10 @@ class Calls:
     def get(self, wid: str):
         return self._send(Call("GET", f"/workloads/{wid}"))
 
+    def estimate(self, wid: str):
+        """How long the waiting workload may wait, from the waits seen of its team's work of its size."""
+        return self._send(Call("GET", f"/workloads/{wid}/estimate"))
+
     def workloads(self, **filters) -> list[dict]:
         """The workloads the caller may see, filtered as the service allows (``kind=``, ``mine=``, ``limit=``...)."""
         return self._send(Call("GET", "/workloads" + _query(**filters), pick=lambda answer: answer["workloads"]))

@@ -46,6 +46,7 @@ from .hub import HubClient, HubError, hub_token, take_hub_token
 from .security import cookie_secret
 from .fairness import FairShare
 from .metrics import Metrics
+from .own_servers import own_server_routes
 from .room import RoomHandler
 from .security import OAuthCallbackHandler, StaticFiles
 from .lock import AlreadyRunning, InstanceLock
@@ -54,6 +55,7 @@ from .health import Health, watch_database
 from .heap import freeze_startup, tune
 from .store import SQLITE_SYNCHRONOUS, Store, StoreError, explain
 from .streams import StreamSlots
+from .wait_estimate import estimate_routes
 from .watchdog import Watchdog, hub_parent
 from .workloads import KINDS, MIN_REQUESTS, Bounds
 
@@ -492,6 +494,7 @@ class TenancyService(Application):
         app = web.Application(
             routes(prefix) + dataset_routes(prefix + "api/v1") + planning_routes(prefix + "api/v1")
             + [(prefix + "api/v1/room", RoomHandler), (prefix + "oauth_callback", OAuthCallbackHandler)]
+            + own_server_routes(prefix) + estimate_routes(prefix)
             + page_routes(prefix),
             controller=controller, hub=self.hub, hub_auth=hub_auth, metrics=self.metrics,
             history=self.history, page_prefix=prefix,

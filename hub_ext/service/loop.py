@@ -15,6 +15,7 @@ from sqlalchemy import inspect as sa_inspect
 
 from ..scheduler.model import Phase
 from .store import PodRow, WorkloadRow
+from .names import named
 from .withdraw import Withdrawals
 from .workloads import NOTEBOOK
 
@@ -206,7 +207,8 @@ class Loop:
         row = self.rows.get(prow.workload_id) if prow else None
         if row is None:
             return
-        self.store.record(now, victim.reason.code, victim.reason.message, row.id, victim.reason.details)
+        self.store.record(now, victim.reason.code, victim.reason.message, row.id,
+                          self._preemptor_named(victim.reason.details))
         if c.metrics is not None:
             c.metrics.evicted(victim)
         if row.kind == NOTEBOOK:  # its server stops after the backend's warning window, else the grace period
@@ -217,6 +219,16 @@ class Loop:
         task = c._spawn(c.backend.evict(row, victim, prow, ev.deadline - now, victim.reason))
         if row.kind == NOTEBOOK and row.id in c.evicting:
             c.evicting[row.id]["task"] = task
+
+
+    def _preemptor_named(self, details: dict | None) -> dict | None:
+        """The eviction's details with whose work took the room in people's words (``preemptorName``:
+        "carol's job train-3", ``preemptorTeam``), for the victim's notices; the engine knows only pods."""
+        prow = self.pod_rows.get((details or {}).get("preemptorUid"))
+        row = self.rows.get(prow.workload_id) if prow is not None else None
+        if row is None:
+            return details
+        return {**details, "preemptorName": named(row), "preemptorTeam": row.tenant or row.namespace}
 
 
 def _index(name: str, fallback: int) -> int:

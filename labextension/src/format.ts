@@ -105,8 +105,18 @@ export function statusLine(
   s: ISnapshot | null,
   now: number,
   trans: ITrans = english,
-  end: IServerEnd | null = null
+  end: IServerEnd | null = null,
+  gone = false
 ): { text: string; level: Level; title: string } {
+  if (gone && !end && !(s && evictions(s, now).length)) {
+    return {
+      text: trans.__('Server not running'),
+      level: 'stopped',
+      title: trans.__(
+        'This server does not answer: it was stopped (from the hub home, the Jobs page, or because it was idle) or it is restarting. Your files are kept: start it again from the hub home.'
+      )
+    };
+  }
   if (end) {
     return {
       text: end.phase === 'stopped' ? trans.__('Server stopped') : trans.__('Server stopping…'),

@@ -98,7 +98,17 @@ export class TenancyModel implements ITenancyQuota {
    */
   lost(): void {
     this._lostAt = this._now();
-    this.tick();
+    if (!this.tick() && !this._end && !this._gone) {
+      // Not the end of an eviction: stopped some other way (the hub home, the Jobs page, the idle
+      // culler) or restarting; the status bar says so instead of a quota it cannot read.
+      this._gone = true;
+      this._changed.emit(this._snapshot);
+    }
+  }
+
+  /** JupyterLab found this server not running, and no eviction ended it (cleared when it answers again). */
+  get gone(): boolean {
+    return this._gone && !this._end;
   }
 
   /** A workload changed (its own event, or the answer to my own submit or cancel). */
@@ -113,6 +123,7 @@ export class TenancyModel implements ITenancyQuota {
     this._source = source;
     source.addEventListener('state', ev => {
       this._lostAt = null; // it answers again
+      this._gone = false;
       this.set(JSON.parse(ev.data));
     });
     source.addEventListener('workload', ev => this.update(JSON.parse(ev.data)));
@@ -140,5 +151,6 @@ export class TenancyModel implements ITenancyQuota {
 
   private _end: IServerEnd | null = null;
   private _lostAt: number | null = null;
+  private _gone = false;
   private _now: () => number = () => Date.now() / 1000;
 }

@@ -31,7 +31,7 @@ export class QuotaStatus extends Widget {
     if (s && !s.available) {
       return;
     }
-    const line = statusLine(s, Date.now() / 1000, this.trans, this.model.end);
+    const line = statusLine(s, Date.now() / 1000, this.trans, this.model.end, this.model.gone);
     this.node.textContent = line.text;
     this.node.title = line.title;
     this.node.dataset.level = line.level;

@@ -57,6 +57,8 @@ export interface IWorkload {
   events?: { time: number; type: string; message: string }[];
   evictionDeadline?: number;
   evictionMessage?: string;
+  /** Its eviction was withdrawn (the reason went away): when and why; it runs on. */
+  evictionWithdrawn?: { time?: number; message?: string };
 }
 
 export interface INotice {

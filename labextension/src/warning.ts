@@ -3,7 +3,8 @@
  * a "Save all now" button, and an automatic save of every open document before the
  * deadline. When this server's own countdown ends, the same notification says it is
  * stopping, then that it stopped, with the way to the hub home (index.ts keeps JupyterLab's
- * "Server unavailable" dialog from racing it). After a stop: a notification saying which
+ * "Server unavailable" dialog from racing it). A withdrawn eviction's notification says it was
+ * withdrawn (the server runs on) and closes by itself. After a stop: a notification saying which
  * server was stopped, when, by whom and why, until the user dismisses it. The settings turn the notifications and the
  * automatic save off, live.
  */
@@ -15,7 +16,7 @@ import { saveDue, warningText } from './countdown';
 import { endText, evictions, noticeText, serverLabel } from './format';
 import { TenancyModel } from './model';
 import { TenancySettings } from './settings';
-import { INotice } from './types';
+import { FINAL, INotice } from './types';
 
 interface IWarned {
   /** The notification's id, while one is shown. */
@@ -104,7 +105,12 @@ export class PreemptionWarnings {
     }
     for (const [id, warned] of this._warned) {
       if (!live.has(id)) {
-        if (warned.toast !== null) {
+        // Withdrawn (its reason went away): the countdown's notification says so, then goes by itself.
+        const w = (s?.workloads ?? []).find(x => x.id === id);
+        const withdrawn = w && !FINAL.includes(w.state) ? w.evictionWithdrawn?.message : undefined;
+        if (warned.toast !== null && withdrawn && this.settings.notifications) {
+          Notification.update({ id: warned.toast, message: withdrawn, type: 'success', autoClose: 15000, actions: [] });
+        } else if (warned.toast !== null) {
           Notification.dismiss(warned.toast);
         }
         this._warned.delete(id);

@@ -106,4 +106,22 @@ describe("this server's end (issue 22: the countdown ends in words, not at 0:00)
     model.set(state(here({ state: 'Running', evictionDeadline: undefined })));
     expect(model.end).toBeNull();
   });
+
+  it('says the server is not running when JupyterLab lost it and no eviction ended it (issue 22)', () => {
+    const now = 50;
+    const model = new TenancyModel(undefined, () => now);
+    const source = new FakeSource();
+    model.connect(source);
+    source.send('state', { ...snapshot, server: { name: '', workloadId: 'nb1' }, workloads: [here({ state: 'Running', evictionDeadline: undefined })] });
+    source.onerror?.({} as Event); // its stream dropped: maybe a blip
+    expect(model.gone).toBe(false);
+    expect(statusLine(model.snapshot, now, undefined, model.end, model.gone).text).toBe('Team quota unavailable');
+    model.lost(); // JupyterLab: the server is not running (stopped from the hub home, culled...)
+    expect(model.gone).toBe(true);
+    const line = statusLine(model.snapshot, now, undefined, model.end, model.gone);
+    expect(line).toMatchObject({ text: 'Server not running', level: 'stopped' });
+    expect(line.title).toMatch(/^This server does not answer: it was stopped .* start it again from the hub home\.$/);
+    source.send('state', snapshot); // it answers again
+    expect(model.gone).toBe(false);
+  });
 });

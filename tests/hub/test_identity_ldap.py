@@ -3,7 +3,8 @@ jupyterhub-ldapauthenticator, without a browser: alice logs in and works in her 
 admin moves her to the other team's groupOfNames; at her next login she acts in the new team only,
 her waiting work in the old one is cancelled and her running notebook goes on (README, "Identity").
 Someone whose groups give no team is recorded, and a group_map target that is not a team is one line
-at hub start."""
+at hub start; the admin, logged in through the directory in headless Chromium, sees those groups on the
+Tenants page (screenshot docs/screenshots/ldap-tenants-provider-groups.png)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sys
 
 import pytest
 
+from browser import browser, logged_in, shot  # noqa: F401 - the fixture
 from demo_hub import ROOT
 from identity import (COMMON, GROUP_MAP, admin_token, after_the_move, hub_groups, make_teams, running_notebook, user_info, wait_teams,
                       waiting_job)
@@ -45,7 +47,7 @@ def ldap(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def hub(hub_factory, ldap):
-    allowed = [group_dn(g) for g in ("data-science-alpha", "data-science-beta", "marketing")]
+    allowed = [group_dn(g) for g in ("data-science-alpha", "data-science-beta", "marketing", "hub-admins")]
     group_map = {**GROUP_MAP, "marketing": "team-gamma"}  # team-gamma is no team: one line at start
     config = COMMON + LDAP_CONFIG.format(port=ldap.port, allowed=allowed, group_map=group_map)
     with hub_factory("ldap-hub", extra_config=config) as h:
@@ -86,3 +88,22 @@ def test_groups_that_give_no_team_are_recorded_and_said_at_start(hub):
     assert row is not None, page.text
     assert re.sub(r"<[^>]+>", "|", row.group(1)).strip("|").split("||") == [
         "marketing", "its group_map target team-gamma is not a team", "carol"]
+
+
+def test_the_admin_sees_the_providers_groups_that_give_no_team_on_the_tenants_page(hub, browser):
+    """Issue 23's page in a browser: the hub's admin logs in through the directory (their group hub-admins
+    is allowed and maps to no team), opens the Tenants page and reads which provider groups gave no team,
+    why, and whose."""
+    hub.login("carol", "carol-pw")  # run alone (-k): carol's marketing is recorded at her login
+    page = logged_in(browser, hub, "admin", "hub-admin-pw")
+    assert page.url.endswith("/hub/home"), page.url
+    page.goto(hub.url("/services/tenancy/tenants"))
+    page.wait_for_selector("#unmapped tr[data-group=marketing]")
+    cells = lambda group: page.locator(f"#unmapped tr[data-group={group}]").locator("th, td").all_inner_texts()  # noqa: E731
+    assert cells("marketing") == ["marketing", "its group_map target team-gamma is not a team", "carol"]
+    admins = cells("hub-admins")
+    assert admins[0] == "hub-admins" and admins[2] == "admin" and "group_map" in admins[1], admins
+    teams = page.locator("#tenants tbody th").all_inner_texts()
+    assert teams == ["team-alpha", "team-beta"], teams
+    shot(page, "ldap-tenants-provider-groups")
+    page.context.close()

@@ -1,10 +1,10 @@
 """JupyterLab with the tenancy extension, in headless Chromium against the real demo hub and
 its local backend, as alice would use it: the status bar, the panel (submit a job, watch it
-queue and run, read its logs from their latest lines, cancel it once asked), a reclaim of her
-notebook with the countdown, an edited, unsaved document found saved on disk and the page
+queue and run, read its logs from their latest lines, cancel it once asked), a warning withdrawn
+when the work that needed the room is cancelled, a reclaim of her notebook with the countdown, an edited, unsaved document found saved on disk and the page
 saying the server stopped (not JupyterLab's restart question), the notice after the stop,
-stopping another server of hers from the panel, and the widget and %%train's live line in a
-notebook. Screenshots: docs/screenshots/lab-*.png (README).
+stopping another server of hers from the panel, the widget and %%train's live line in a
+notebook, and the status bar once her server is stopped from outside. Screenshots: docs/screenshots/lab-*.png (README).
 
 Users' servers run this checkout's built Lab extension (``JUPYTER_PATH`` is searched before the
 virtualenv's copy, which may be another checkout's), as the datasets modules' hub does."""
@@ -200,6 +200,49 @@ def test_a_log_opens_at_its_latest_lines_and_says_plainly_when_there_are_none(hu
     close_current_tab(page)
 
 
+def test_a_warned_notebook_keeps_running_when_its_preemptor_is_cancelled_inside_the_warning(hub, page):
+    """Issue 22 on the real demo hub: alice's notebook is warned for carol's job, which carol cancels inside
+    the warning: the eviction is withdrawn, the server runs on past the old deadline, the API says Running
+    with no warning (and why it was withdrawn), and the status bar shows the team again, not a countdown."""
+    if not (hub.server_model("alice") or {}).get("ready"):  # run alone (-k): the first test started it
+        start(hub, "alice", "large")
+    open_lab(hub, page)
+    fill = [job(hub, "alice", "alice-warned", 10), job(hub, "bob", "bob-w1", 10), job(hub, "bob", "bob-w2", 10)]
+    wait_for(lambda: leaf_used(hub, "root") == "40", "the root to be full")
+    carol = job(hub, "carol", "carol-withdrawn", 10)  # within team-c's guarantee: reclaims alice's notebook
+
+    def mine():
+        me = svc(hub, "alice", "GET", "/me")[1]
+        return next(w for w in me["workloads"] if w["kind"] == "notebook" and w["state"] in ("Pending", "Running"))
+
+    nb = wait_for(lambda: (lambda w: w if "evictionDeadline" in w else None)(mine()), "alice's notebook to be warned")
+    assert nb["state"] == "Running", nb  # warned, not Pending
+    deadline = nb["evictionDeadline"]
+    page.wait_for_selector(".jp-TenancyStatus[data-level='evicting']", timeout=15_000)
+    status, _ = svc(hub, "carol", "DELETE", f"/workloads/{carol['id']}")
+    assert status == 200
+    assert time.time() < deadline, "carol's job was cancelled after the warning ended: the test is too slow here"
+    nb = wait_for(lambda: (lambda w: w if "evictionDeadline" not in w else None)(mine()), "the warning withdrawn")
+    assert nb["state"] == "Running" and "not stopped: it keeps running" in nb["evictionWithdrawn"]["message"], nb
+    wait_for(lambda: "team-a" in page.inner_text(".jp-TenancyStatus"), "the status bar to show the team again")
+    assert page.get_attribute(".jp-TenancyStatus", "data-level") != "evicting"
+    # the countdown's notification says it was withdrawn (and goes by itself)
+    toast = page.locator(".Toastify__toast", has_text="The warning is withdrawn")
+    toast.first.wait_for(timeout=10_000)
+    assert "keeps running" in toast.first.inner_text(), toast.first.inner_text()
+    assert page.locator(".Toastify__toast", has_text="will be stopped").count() == 0
+    shot(page, "lab-eviction-withdrawn")
+    # past the old deadline the server still runs, and says so
+    wait_for(lambda: time.time() > deadline + 3, "the old deadline to pass", timeout=WARNING_SECONDS + 10)
+    assert (hub.server_model("alice") or {}).get("ready"), hub.server_model("alice")
+    nb = mine()
+    assert nb["state"] == "Running" and "evictionDeadline" not in nb and nb["evictionWithdrawn"], nb
+    assert page.inner_text(".jp-TenancyStatus").startswith("team-a"), page.inner_text(".jp-TenancyStatus")
+    for w in fill:
+        svc(hub, w["user"], "DELETE", f"/workloads/{w['id']}")
+    wait_for(lambda: leaf_used(hub, "root") == "10", "only alice's notebook left running")
+
+
 def test_a_reclaimed_notebook_counts_down_and_saves_the_open_document(hub, page):
     name = f"notes-{secrets.token_hex(3)}.txt"
     r = hub.request("PUT", hub.server_url("alice") + f"api/contents/{name}", token=token(hub, "alice"),
@@ -326,7 +369,10 @@ def test_the_widget_and_the_live_train_line_render_in_a_notebook(hub, page):
     assert "Team team-a" in widget and "root.a.1 (your team)" in widget, widget
     assert re.search(r"CPU \d+/10 (\(\+\d+ borrowed\) )?of 20", widget), widget
     line = page.locator(".jp-OutputArea .tenancy-job")
-    line.first.wait_for(timeout=30_000)
+    try:
+        line.first.wait_for(timeout=30_000)
+    except Exception:  # noqa: BLE001 - Playwright's timeout: say what the notebook shows instead
+        raise AssertionError(f"no live %%train line; the notebook says: {page.inner_text('.jp-Notebook')}") from None
     wait_for(lambda: line.first.get_attribute("data-state") == "Succeeded", "the live line to say done", timeout=60)
     assert line.count() == 1  # one line, updated in place
     assert re.fullmatch(r". live-job \([0-9a-f]+\): done · logs", line.first.inner_text().strip()), line.first.inner_text()
@@ -338,3 +384,22 @@ def test_the_widget_and_the_live_train_line_render_in_a_notebook(hub, page):
     shot(page, "lab-widget")
     line.first.scroll_into_view_if_needed()
     shot(page, "lab-train-live")
+
+
+def test_the_status_bar_says_the_server_is_not_running_once_stopped_from_the_hub(hub, page):
+    """Issue 22: this server stopped from outside (the hub home, the Jobs page, the idle culler), not by a
+    countdown: the status bar says it is not running and where to start it again, not an unreadable quota."""
+    if not (hub.server_model("alice") or {}).get("ready"):
+        start(hub, "alice", "small")
+    open_lab(hub, page)
+    hub.stop_server("alice")
+    try:
+        wait_for(lambda: page.inner_text(".jp-TenancyStatus") == "Server not running",
+                 "the status bar to say the server is not running", timeout=120)
+    except AssertionError:
+        raise AssertionError(f"the status bar says {page.inner_text('.jp-TenancyStatus')!r}") from None
+    assert page.get_attribute(".jp-TenancyStatus", "data-level") == "stopped"
+    title = page.get_attribute(".jp-TenancyStatus", "title")
+    assert title.startswith("This server does not answer: it was stopped") and "from the hub home" in title, title
+    shot(page, "lab-server-not-running")
+

@@ -2,7 +2,8 @@
 admin and as users: dashboards with plots drawn from a scripted story (jobs submitted, a reclaim, a
 tree change), live without a reload; the tree editor's preview (victims, a lowered max) before
 anything changes, apply and the audit trail; a broken team flagged for admins and kept out of the
-spawn form; the spawn form's profile cards, the waiting page and the home page. At 1280x800 and at
+spawn form; the spawn form's profile cards, the waiting page (its estimate) and the home page; cancel,
+stop and delete where the work is shown; admins told of a team's refused properties. At 1280x800 and at
 390x844. Screenshots: docs/screenshots/pages-*.png (README, "Pages in the hub")."""
 
 from __future__ import annotations
@@ -352,15 +353,21 @@ def test_a_notebook_stopped_to_make_room_is_explained_on_the_home_page(hub, stor
     wait_for(lambda: page.goto(hub.url("/hub/home")) and page.locator("#tenancy-home .tenancy-stopped").count() == 1,
              "the notice on the home page", timeout=30)
     text = page.inner_text("#tenancy-home .tenancy-stopped")
-    assert text.startswith("Your server was stopped at ") and "by team-c/carol-takes" in text, text
-    assert "Because: Reclaimed by team-c/carol-takes" in text
+    # whose work took the room in people's words (not the pod's name), when it stopped (not the decision)
+    [nb] = [w for w in svc(hub, "bob", "GET", "/workloads?mine=true&kind=notebook")[1]["workloads"]
+            if w["state"] == "Preempted"]
+    stopped = time.strftime("%H:%M:%S", time.localtime(nb["finished"]))
+    assert text.startswith(f"Your server was stopped at {stopped} to make room for carol's job carol-takes "
+                           "(team-c)."), text
+    assert "Because: Its quota root.a.2 was borrowing and root.b.1 reclaimed its guarantee." in text, text
+    assert "team-c/carol-takes" not in text
     shot(page, "pages-home-stopped")
     # the next spawn page says it too: when, for whose work and why (issue 22; the README says so)
     page.goto(hub.url("/hub/spawn"))
     page.wait_for_selector("#tenancy-profiles")
     said = page.inner_text("#tenancy-previous-stop")
-    assert said.startswith("Your server was stopped at ") and "to make room for team-c/carol-takes" in said, said
-    assert "Because: Reclaimed by team-c/carol-takes" in said
+    assert said.startswith(f"Your server was stopped at {stopped} to make room for carol's job carol-takes "
+                           "(team-c). Because: Its quota root.a.2 was borrowing"), said
     shot(page, "pages-spawn-form-after-stop")
     page.context.close()
 
@@ -469,3 +476,150 @@ def test_at_420_px_every_column_of_the_dashboards_stays_reachable(hub, story, br
         page.evaluate("window.scrollTo(0, 0)")
         shot(page, f"pages-{path or 'cluster'}-420")
     page.context.close()
+
+
+def named_servers(hub, user) -> set[str]:
+    """The user's named servers the hub keeps, stopped ones too."""
+    status, body = hub.api("GET", f"/users/{user}?include_stopped_servers")
+    assert status == 200, body
+    return {name for name in (body.get("servers") or {}) if name}
+
+
+def clean_slate(hub):
+    for w in svc(hub, "admin", "GET", "/workloads?state=Pending&state=Running")[1]["workloads"]:
+        svc(hub, "admin", "DELETE", f"/workloads/{w['id']}")
+    wait_for(lambda: not svc(hub, "admin", "GET", "/workloads?state=Pending&state=Running")[1]["workloads"],
+             "nothing to wait or run", timeout=60)
+
+
+def test_stop_and_delete_of_ones_named_servers_where_the_work_is_shown(hub, browser):
+    """Issue 22: bob's waiting page gives an estimate only once the service has seen a wait like his; he
+    stops and deletes his named servers from the Jobs page, a notebook's page and the hub's waiting page,
+    each asked first, through his own login (the hub's API decides)."""
+    clean_slate(hub)
+    bob = token(hub, "bob")
+    page = logged_in(browser, hub, "bob")
+    # the waiting page's estimate: none before the service has seen team-b's servers of this size wait
+    cap = svc(hub, "bob", "GET", "/tree")[1]["quota"]["root.a.2"]["max"]["cpu"]  # team-b's max: bob's next waits
+    fill = job(hub, "bob", "bob-fills-team-b", cap)
+    hub.start_server("bob", "one", {"profile": "small"}, token=bob, check=False)
+    wait_for(lambda: (hub.server_model("bob", "one") or {}).get("pending") == "spawn", "bob/one to wait")
+    page.goto(hub.url("/hub/spawn-pending/bob/one"))
+    page.wait_for_selector("#tenancy-status .tenancy-estimate:not(:empty)", timeout=30_000)
+    said = page.inner_text("#tenancy-status .tenancy-estimate")
+    assert said == ("No estimate of the wait yet: the service has seen none of team-b's servers like this one "
+                    "(Small: 5 CPU, 4 GiB) wait and then start."), said
+    shot(page, "pages-spawn-waiting-no-estimate")
+    svc(hub, "bob", "DELETE", f"/workloads/{fill['id']}")  # room: one starts after its wait
+    hub.wait_server_ready("bob", "one", timeout=120)
+    one = next(w for w in svc(hub, "bob", "GET", "/workloads?kind=notebook&state=Running")[1]["workloads"]
+               if w["serverName"] == "one")
+    # stopped from the Jobs page
+    open_page(page, hub, "jobs")
+    page.select_option("#kind-filter", "notebook")
+    row = page.locator(f"#jobs tr[data-id='{one['id']}']")
+    row.locator("button.stop-server").click()
+    dialog = page.locator("dialog#confirm[open]")
+    dialog.wait_for()
+    assert "Stop your server one?" in dialog.inner_text() and "unsaved changes" in dialog.inner_text()
+    shot(page, "pages-jobs-stop-server-confirm")
+    dialog.locator("button.keep").click()
+    assert (hub.server_model("bob", "one") or {}).get("ready")  # kept
+    row.locator("button.stop-server").click()
+    page.locator("dialog#confirm[open] button.confirm").click()
+    try:
+        wait_for(lambda: hub.server_model("bob", "one") is None, "bob/one stopped from the jobs page", timeout=60)
+    except AssertionError:
+        raise AssertionError(f"the page says {page.inner_text('#action-message')!r}") from None
+    assert "one" in named_servers(hub, "bob")  # stopped, not deleted
+    # the page says so once the hub's answer is back (the server may be gone a moment before)
+    wait_for(lambda: "Your server one" in page.inner_text("#action-message"), "the page to say it stopped")
+    wait_for(lambda: row.locator("button.stop-server").count() == 0, "the row to lose its Stop button live",
+             timeout=30)
+    assert row.locator("button.delete-server").count() == 1
+    shot(page, "pages-jobs-server-stopped")
+    # deleted from its notebook's page
+    open_page(page, hub, f"jobs/{one['id']}")
+    assert not page.is_visible("#cancel")  # a notebook is not cancelled, it is stopped
+    page.click("#server-actions button.delete-server")
+    dialog.wait_for()
+    assert "Delete your server one?" in dialog.inner_text() and "files are kept" in dialog.inner_text()
+    shot(page, "pages-job-delete-server-confirm")
+    page.locator("dialog#confirm[open] button.confirm").click()
+    wait_for(lambda: "one" not in named_servers(hub, "bob"), "bob/one deleted from its page", timeout=60)
+    wait_for(lambda: "was deleted" in page.inner_text("#action-message"), "the page to say so")
+    assert page.locator("#server-actions button").count() == 0
+    shot(page, "pages-job-server-deleted")
+    # the service refuses another's server (it acts on the caller's own only), a login without the hub's
+    # right to stop servers (the hub's refusal, told in one line), and deleting the default server
+    status, body = svc(hub, "alice", "DELETE", "/servers/one?remove=true")
+    assert status == 404 and "your server one does not exist" in body["error"], body
+    narrow = hub.token_for("bob", ["custom:tenancy:use!user", "access:services!service=tenancy"])
+    status, body = svc(hub, None, "DELETE", "/servers/one", tok=narrow)
+    assert status == 403 and "the hub refused to stop your server one" in body["error"], body
+    assert "delete:servers!user" in body["error"], body
+    status, body = svc(hub, "bob", "DELETE", "/servers/?remove=true")
+    assert status == 400 and body["error"].startswith("the default server cannot be deleted"), body
+    # the next wait has an estimate from one's; the waiting server is deleted from its waiting page
+    job(hub, "bob", "bob-fills-team-b-again", cap)
+    hub.start_server("bob", "two", {"profile": "small"}, token=bob, check=False)
+    wait_for(lambda: (hub.server_model("bob", "two") or {}).get("pending") == "spawn", "bob/two to wait")
+    page.goto(hub.url("/hub/spawn-pending/bob/two"))
+    page.wait_for_selector("#tenancy-status .tenancy-estimate:not(:empty)", timeout=30_000)
+    said = page.inner_text("#tenancy-status .tenancy-estimate")
+    assert said.startswith("The one earlier wait seen of team-b's servers like this one (Small: 5 CPU, 4 GiB) "
+                           "lasted "), said
+    # the advice: stop or cancel where it can be done; no "another profile": none of team-b's would start now
+    todo = page.inner_text("#tenancy-status .tenancy-todo")
+    assert "Stop another server or job of team-b" in todo and "start again with" not in todo, todo
+    shot(page, "pages-spawn-waiting-estimate")
+    page.click("#delete-named-server-btn")
+    dialog = page.locator("dialog#tenancy-confirm[open]")
+    dialog.wait_for()
+    assert "Delete your server two?" in dialog.inner_text(), dialog.inner_text()
+    shot(page, "pages-spawn-waiting-delete-confirm")
+    dialog.locator("button.keep").click()
+    assert (hub.server_model("bob", "two") or {}).get("pending") == "spawn"
+    page.click("#delete-named-server-btn")
+    page.locator("dialog#tenancy-confirm[open] button.confirm").click()
+    wait_for(lambda: "two" not in named_servers(hub, "bob"), "bob/two deleted from its waiting page", timeout=60)
+    page.context.close()
+    clean_slate(hub)
+
+
+def test_admins_are_told_of_a_teams_refused_properties_on_the_hub_home_and_the_tenants_page(hub, browser):
+    """Issue 22: a typo in team-c's properties keeps its last good ones; admins see the group, the property
+    and the fix on the hub home (a banner) and on the Tenants page; members see no banner."""
+    good = {"tenancy.namespace": "team-c", "tenancy.quota-leaf": "root.b.1",
+            "tenancy.priority-classes": "low-priority-dev,high-priority-research,critical-prod"}
+    assert hub.api("PUT", "/groups/team-c/properties", {**good, "tenancy.priority-classes": "critcal-prod"})[0] == 200
+    try:
+        wait_for(lambda: any(t["group"] == "team-c" and t.get("keptLastGood")
+                             for t in svc(hub, "admin", "GET", "/tenants")[1]["tenants"]), "team-c kept on its last good")
+        page = logged_in(browser, hub, "admin")
+        banner = page.locator("#tenancy-admin .tenancy-group-problem[data-group=team-c]")
+        wait_for(lambda: page.goto(hub.url("/hub/home")) and banner.count() == 1, "the admin's banner", timeout=30)
+        text = banner.inner_text()
+        assert text.startswith("Group team-c: its new properties were refused."), text
+        assert "Property tenancy.priority-classes: no PriorityClass named critcal-prod." in text, text
+        assert "Its members keep its last good properties until this is fixed." in text
+        assert "In the hub's admin panel (Groups, team-c)" in text, text
+        assert banner.locator("a").get_attribute("href") == PAGES + "tenants"
+        shot(page, "pages-home-admin-kept-properties")
+        with page.expect_navigation():
+            banner.locator("a").click()
+        page.wait_for_selector("#tenants tr[data-group=team-c]")
+        row = page.locator("#tenants tr[data-group=team-c]")
+        assert row.get_attribute("class") == "kept"
+        cell = row.locator("td").first.inner_text()
+        assert "new properties refused" in cell and "no PriorityClass named critcal-prod" in cell, cell
+        assert "list only existing classes in tenancy.priority-classes" in cell and "last good properties" in cell, cell
+        assert "New properties of team-c were refused" in page.inner_text("#kept-summary")
+        shot(page, "pages-tenants-kept")
+        page.context.close()
+        page = logged_in(browser, hub, "carol")  # a member, not an admin: no banner
+        page.goto(hub.url("/hub/home"))
+        assert page.locator("#tenancy-admin").count() == 0
+        page.context.close()
+    finally:
+        hub.api("PUT", "/groups/team-c/properties", good)

@@ -1,6 +1,6 @@
 // The hub's waiting page, while the tenancy scheduler holds the server: why it waits, its place in the
-// queue, what the user can do and a link to the dashboard, from the spawner's progress events (their
-// "tenancy" field). Text only (textContent); the stock page keeps its own handling of ready and failed.
+// queue, how long it may wait (from the waits seen), what the user can do and a link to the dashboard,
+// from the spawner's progress events (their "tenancy" field). Text only (textContent); the stock page keeps its own handling of ready and failed.
 (function () {
   'use strict';
   var box = document.getElementById('tenancy-status');
@@ -19,6 +19,7 @@
       set('.tenancy-state', 'The server could not start.');
       set('.tenancy-reason', evt.message || '');
       set('.tenancy-position', '');
+      set('.tenancy-estimate', '');
       box.querySelector('.tenancy-todo').replaceChildren();
       source.close();
       return;
@@ -29,6 +30,7 @@
     set('.tenancy-state', t.headline);
     set('.tenancy-reason', t.reason);
     set('.tenancy-position', t.position);
+    set('.tenancy-estimate', t.estimate);
     var list = box.querySelector('.tenancy-todo');
     list.replaceChildren();
     (t.todo || []).forEach(function (line) {

@@ -102,3 +102,56 @@ export async function cancelWorkload(data, w, onDone) {
     say(`${name} could not be cancelled. ${sentence(err.message)}`, 'warn', reloadButton(err));
   }
 }
+
+// The person's own notebook server: stopped (while it waits or runs) or, a named one, deleted from here,
+// as from the hub home. Admins too act on their own servers only: the hub's admin panel has the others.
+export function serverLabel(w) {
+  return w.serverName ? `your server ${w.serverName}` : 'your default server';
+}
+
+export function stoppable(w, data) {
+  return w.kind === 'notebook' && w.user === data.user && ['Pending', 'Running'].includes(w.state);
+}
+
+export function deletable(w, data) {
+  return w.kind === 'notebook' && w.user === data.user && Boolean(w.serverName);
+}
+
+// Stop or delete after asking (JupyterLab's convention): the hub's REST API with the person's own login,
+// through the service (api/v1/servers/{server}); the hub's refusal said in one line.
+export async function serverAction(data, w, remove, onDone) {
+  const label = serverLabel(w);
+  const Label = label[0].toUpperCase() + label.slice(1);
+  const running = ['Pending', 'Running'].includes(w.state);
+  const question = remove ? `Delete ${label}?` : `Stop ${label}?`;
+  const detail = remove
+    ? (running ? 'It is stopped first: its programs end and unsaved changes in it are lost. ' : '')
+      + 'The server is removed from your servers on the hub home; your files are kept.'
+    : (w.state === 'Pending'
+      ? 'It leaves the queue and does not start. Your files are kept; you can start it again later.'
+      : 'Its programs end and unsaved changes in it are lost. Your files are kept; you can start it again later.');
+  if (!(await confirmAction(question, detail, remove ? 'Delete the server' : 'Stop the server'))) return;
+  const path = `servers/${encodeURIComponent(w.serverName || '')}${remove ? '?remove=true' : ''}`;
+  try {
+    const answer = await api(data.prefix, path, { method: 'DELETE' });
+    const what = remove ? 'deleted' : 'stopped';
+    say(answer && answer.pending ? `${Label} is being ${what}.` : `${Label} was ${what}.`);
+    if (onDone) onDone(answer);
+  } catch (err) {
+    say(`${Label} could not be ${remove ? 'deleted' : 'stopped'}. ${sentence(err.message)}`, 'warn',
+      reloadButton(err));
+  }
+}
+
+// The Stop… and Delete… buttons of a notebook row or page (none when neither applies).
+export function serverButtons(w, data, onDone, mayDelete = true) {
+  const out = [];
+  if (stoppable(w, data)) {
+    out.push(h('button', { type: 'button', class: 'stop-server small', onclick: () => serverAction(data, w, false, onDone) }, 'Stop…'));
+  }
+  if (mayDelete && deletable(w, data)) {
+    if (out.length) out.push(' ');
+    out.push(h('button', { type: 'button', class: 'delete-server small danger', onclick: () => serverAction(data, w, true, onDone) }, 'Delete…'));
+  }
+  return out;
+}

@@ -1,11 +1,12 @@
 import { fill, h, rows } from '../dom';
 import { finishedAt, requests, sentence, startedAt, stateWord, when, why } from '../format';
 import { api } from '../live';
-import { cancelWorkload, cancellable } from './common';
+import { cancelWorkload, cancellable, serverButtons } from './common';
 
 // One job: who, what, its timeline, why it waited, its pods, its logs and how it ended (live).
 export function job(data, live) {
   let w = data.workload;
+  let deleted = false;
 
   function exitStatus() {
     const failed = (w.events || []).filter(e => e.type === 'failed').pop();
@@ -25,6 +26,11 @@ export function job(data, live) {
       ['ended', when(finishedAt(w))], ['exit', exitStatus()]
     ];
     document.getElementById('cancel').hidden = !cancellable(w, data);
+    // a notebook of one's own: its server stopped or (a named one) deleted from here, as from the hub home
+    fill(document.getElementById('server-actions'), serverButtons(w, data, answer => {
+      if (answer && answer.removed) deleted = true;
+      refresh();
+    }, !deleted));
     fill(document.getElementById('facts'), facts.flatMap(([k, v]) => [h('dt', {}, k), h('dd', { 'data-fact': k }, v)]));
     const events = w.events || [];
     rows(document.getElementById('timeline'), events.map(e => h('tr', { 'data-type': e.type },

@@ -2,7 +2,7 @@ import { barChart, line, timeChart } from '../charts';
 import { fill, h, rows } from '../dom';
 import { finishedAt, requests, startedAt, stateWord, when, why } from '../format';
 import { appendSample } from '../live';
-import { cancelWorkload, cancellable } from './common';
+import { cancelWorkload, cancellable, serverButtons } from './common';
 
 const BUCKETS = [[10, '< 10 s'], [60, '10 s – 1 min'], [300, '1 – 5 min'], [1800, '5 – 30 min'], [7200, '30 min – 2 h'], [Infinity, '> 2 h']];
 
@@ -82,10 +82,27 @@ export function jobs(data, live) {
     }
   }
 
+  // A named server can be deleted from its newest row only (older rows are its earlier runs), and not
+  // again once deleted from here.
+  const deleted = new Set();
+  function actions(w, newest) {
+    if (cancellable(w, data)) {
+      return h('button', { type: 'button', class: 'cancel small', onclick: () => cancelWorkload(data, w, done) }, 'Cancel…');
+    }
+    const server = w.serverName || '';
+    const buttons = serverButtons(w, data, answer => {
+      if (answer && answer.removed) deleted.add(answer.server);
+      render();
+    }, newest.get(server) === w.id && !deleted.has(server));
+    return buttons.length ? buttons : '';
+  }
+
   function table(list) {
     const kind = filter.value;
     const now = Date.now() / 1000;
     const shown = list.filter(w => !kind || w.kind === kind);
+    const newest = new Map();
+    for (const w of list) if (w.kind === 'notebook' && w.user === data.user && !newest.has(w.serverName || '')) newest.set(w.serverName || '', w.id);
     rows(document.getElementById('jobs'), shown.length ? shown.map(w => h('tr', { 'data-id': w.id, 'data-state': w.state },
       h('td', {}, w.tenant || w.namespace),
       h('td', {}, h('a', { href: `${data.prefix}jobs/${w.id}` }, w.name), ' ', h('span', { class: 'tree-name' }, w.id)),
@@ -95,9 +112,7 @@ export function jobs(data, live) {
       h('td', {}, w.priorityClassName || ''),
       h('td', {}, requests(w)),
       h('td', {}, when(w.created)),
-      h('td', {}, cancellable(w, data)
-        ? h('button', { type: 'button', class: 'cancel small', onclick: () => cancelWorkload(data, w, done) }, 'Cancel…')
-        : ''))) : [h('tr', {}, h('td', { colspan: 9 }, kind ? `No ${filter.selectedOptions[0].text} yet.` : 'Nothing yet.'))]);
+      h('td', { class: 'actions' }, actions(w, newest)))) : [h('tr', {}, h('td', { colspan: 9 }, kind ? `No ${filter.selectedOptions[0].text} yet.` : 'Nothing yet.'))]);
   }
 
   // The API's answer to a cancel is the workload as it is now: shown at once, the stream confirms it.
