@@ -9,6 +9,7 @@ import pytest
 from hub_ext.backends import Backend, contract_problems
 from hub_ext.backends.kubernetes import KubernetesBackend
 from hub_ext.backends.local import LocalBackend
+from idle_backend import IdleBackend
 
 REQUIRED = {"nodes", "start", "evict", "stop", "recover", "logs"}
 
@@ -18,24 +19,8 @@ def _methods(cls) -> set[str]:
             if not name.startswith("_") and (callable(value) or isinstance(value, classmethod))}
 
 
-class _Complete(Backend):
-    def nodes(self):
-        return []
-
-    async def start(self, workload, pod, row):
-        pass
-
-    async def evict(self, workload, pod, row, grace, reason):
-        pass
-
-    async def stop(self, workload, pod, row):
-        pass
-
-    async def recover(self, workload, row, pod):
-        return "gone"
-
-    def logs(self, workload, row, tail_bytes=1000):
-        return ""
+class _Complete(IdleBackend):
+    """Every method the contract asks for (tests/idle_backend.py), each doing nothing."""
 
 
 def test_the_required_methods_are_the_abstract_ones():
@@ -60,7 +45,7 @@ def test_a_complete_backend_keeps_it_and_gets_the_defaults():
 
 @pytest.mark.parametrize("missing", sorted(REQUIRED))
 def test_a_backend_lacking_a_required_method_fails(missing):
-    lacking = type("Lacking", (Backend,), {k: v for k, v in vars(_Complete).items()
+    lacking = type("Lacking", (Backend,), {k: v for k, v in vars(IdleBackend).items()
                                            if k != missing and not k.startswith("__")})
     assert contract_problems(lacking) == [f"Lacking lacks {missing}()"]
     with pytest.raises(TypeError, match=missing):

@@ -22,7 +22,7 @@ from collections import Counter
 import pytest
 
 from builders import node, tree
-from hub_ext.backends import Backend
+from idle_backend import IdleBackend
 from hub_ext.planning.history import recorded_scenario
 from hub_ext.quota.nodes import parse_node
 from hub_ext.service.controller import Controller, Identity
@@ -37,26 +37,10 @@ MANIFEST = {"apiVersion": "scheduling.sigs.k8s.io/v1beta1", "kind": "ElasticQuot
             "spec": {"root": ROOT}}
 
 
-class _HandDriven(Backend):
+class _HandDriven(IdleBackend):
     """A cluster that does what it is told, when the test tells it."""
 
-    def nodes(self):
-        return [parse_node({"name": "n1", "allocatable": {"cpu": "8", "memory": "32Gi"}}, "n1")]
-
-    async def start(self, workload, pod, row):
-        pass
-
-    async def evict(self, workload, pod, row, grace, reason):
-        pass
-
-    async def stop(self, workload, pod, row):
-        pass
-
-    async def recover(self, workload, row, pod):
-        return "gone"
-
-    def logs(self, workload, row, tail_bytes=1000):
-        return ""
+    NODES = [{"name": "n1", "allocatable": {"cpu": "8", "memory": "32Gi"}}]
 
 
 @pytest.fixture

@@ -298,9 +298,10 @@ def missing_group_versions(served: dict[str, list[str]], wanted) -> dict[str, st
     return out
 
 
-def cluster_client(kubeconfig: str = "", context: str = "", pool_size: int = 0):
+def cluster_client(kubeconfig: str = "", context: str = "", pool_size: int = 0, who: str = "KubernetesBackend"):
     """An ``ApiClient`` with the service's credentials: ``kubeconfig`` (and its ``context``) when given, or
-    outside a pod; else the pod's ServiceAccount. Its connection pool holds at least ``pool_size``."""
+    outside a pod; else the pod's ServiceAccount. Its connection pool holds at least ``pool_size``; ``who``
+    names the part that asked, in the one line said when there are no credentials."""
     from kubernetes import client, config
 
     configuration = client.Configuration()
@@ -312,7 +313,7 @@ def cluster_client(kubeconfig: str = "", context: str = "", pool_size: int = 0):
             config.load_incluster_config(client_configuration=configuration)
     except (config.ConfigException, OSError, TypeError, ValueError) as err:
         where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-        raise ValidationError(f"KubernetesBackend: no cluster credentials ({where}): {' '.join(str(err).split())}") from None
-    configuration.retries = 0  # retried by us, with backoff and one line per outage (not urllib3's per call)
+        raise ValidationError(f"{who}: no cluster credentials ({where}): {' '.join(str(err).split())}") from None
+    configuration.retries = 0  # retried by the caller, with backoff and one line per outage (not urllib3's per call)
     configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, pool_size)
     return client.ApiClient(configuration)

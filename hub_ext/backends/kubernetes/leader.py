@@ -37,7 +37,7 @@ import threading
 import time
 
 from ...quota.errors import ValidationError
-from .api import Api, Kind, KubernetesError
+from .api import Api, Kind, KubernetesError, cluster_client
 
 LEASE = Kind("Lease", "coordination.k8s.io/v1", "leases", True)
 ADVERTISE_ANNOTATION = "tenancy.jupyter.org/advertise-url"
@@ -63,20 +63,7 @@ def lease_namespace() -> str:
 
 def api_client(kubeconfig: str = "", context: str = ""):
     """A ``kubernetes.client.ApiClient`` from a kubeconfig file, or in-cluster (as the backend makes its own)."""
-    from kubernetes import client, config
-
-    configuration = client.Configuration()
-    try:
-        if kubeconfig or not os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_kube_config(config_file=kubeconfig or None, context=context or None,
-                                    client_configuration=configuration)
-        else:
-            config.load_incluster_config(client_configuration=configuration)
-    except (config.ConfigException, OSError, TypeError, ValueError) as err:
-        where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
-        raise ValidationError(f"leader election: no cluster credentials ({where}): {' '.join(str(err).split())}") from None
-    configuration.retries = 0  # each attempt is one request; the loop retries
-    return client.ApiClient(configuration)
+    return cluster_client(kubeconfig, context, who="leader election")
 
 
 
