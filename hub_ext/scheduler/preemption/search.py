@@ -210,6 +210,7 @@ class Search:
         if before:
             self.blocked.append((unit, before))
 
+    # -- candidates ----------------------------------------------------------
     def _next(self):
         """The next allowed victim in the picker's order, with the rule that allows it, or None."""
         ctx, picker = self.ctx, self.picker
