@@ -194,6 +194,13 @@ CASES = {
             node("a", {"cpu": 1}, {"cpu": 6}, ["a"]), node("c", {}, {"cpu": 6}, ["c"])])),
         running=[P("a/l", 2, pc=LOW), P("a/h", 4, pc=HIGH)], incoming=P("c/p", 4, pc=CRIT),
         evicted={"a/h"}),
+    # The same on the node alone (the quota has room: 5 of the root's 10 in use): n1 has 1 cpu free, a/l
+    # frees 1 more and then a/h may not go (a at 0 of its min 1); a/h alone frees 4 and keeps a at 1.
+    "a victim taken first on the node does not use up what the one victim that suffices needs": Case(
+        tree=tree(node("root", {"cpu": 10}, {"cpu": 10}, children=[
+            node("a", {"cpu": 1}, {"cpu": 10}, ["a"]), node("c", {}, {"cpu": 10}, ["c"])])),
+        running=[P("o/x", 2, pc=CRIT, preemptible=False), P("a/l", 1, pc=LOW), P("a/h", 4, pc=HIGH)],
+        incoming=P("c/p", 4, pc=CRIT), evicted={"a/h"}),
     "the victim that takes a subtree below its min is its last; the next comes from elsewhere": Case(
         tree=THREES, nodes={"n1": {"cpu": 12}},
         running=[P("a/p1", 3), P("a/p2", 3), P("b/p1", 3), P("b/p2", 3)], incoming=P("c/p", 4),
