@@ -91,6 +91,7 @@ class Config:
     nodes: list  # [(name, {resource: milli})]
     namespaces: list  # namespaces on leaves, then namespaces outside the tree
     unit: bool = False  # only 1-cpu pods and every quota node manages cpu (invariant 5's simple form)
+    _paths: dict = field(default_factory=dict, repr=False, compare=False)  # the tree never changes: paths kept
 
     def leaf_of(self, ns: str) -> str | None:
         if not self.qnodes:
@@ -99,11 +100,14 @@ class Config:
 
     def path(self, ns: str) -> list[str]:
         """Quota nodes from the namespace's leaf up to the root; [] outside the tree."""
-        out, name = [], self.leaf_of(ns)
-        while name is not None:
-            out.append(name)
-            name = self.qnodes[name].parent
-        return out
+        out = self._paths.get(ns)
+        if out is None:
+            out, name = [], self.leaf_of(ns)
+            while name is not None:
+                out.append(name)
+                name = self.qnodes[name].parent
+            self._paths[ns] = out
+        return list(out)
 
     @property
     def capacity(self) -> dict:
@@ -689,6 +693,15 @@ def allowed_plan(cfg: Config, eng: Engine, unit, used_q: dict, free: dict) -> li
 
 def _every_set(cfg: Config, unit, candidates: list, used_q: dict, free: dict, contested: set) -> list | None:
     """The first set of ``candidates`` (fewest first) that makes room for ``unit`` and the rules allow."""
+    # A victim the rules refuse alone is refused in every set (rule 2 and rule 1's source side only get
+    # stricter with more victims), unless others could open rule 1 for it: victims on the preemptor's
+    # side below the root (any in the tree, for a victim outside it), and never in its own leaf.
+    p, mine = unit[0], cfg.path(unit[0].namespace)
+    outside = any(not cfg.path(u[0].namespace) for u in candidates)
+    reach = set(mine if outside else mine[:-1])
+    opens = any(reach & set(cfg.path(u[0].namespace)) for u in candidates)
+    candidates = [u for u in candidates if plan_rules(cfg, unit, [u], used_q, contested) is not None
+                  or (opens and not own_leaf(cfg, p, u[0]))]
     if not fits(cfg, unit, used_q, free, [v for u in candidates for v in u]):
         return None  # room only grows with more victims: none of the sets makes room
     # What the quota nodes on its path are short of, and what each candidate gives back there: a cheap
