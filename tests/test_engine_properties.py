@@ -33,7 +33,8 @@ alone, independently of the engine's counters:
 6. after settling, no pending pod while lower-priority pods of its own leaf
    together free its size (on a node, and on every quota node of its path);
 7. after settling, no pending pod would fit by evicting a set of pods the
-   rules allow, found greedily (sound, not complete);
+   rules allow: every set tried when at most ``EXHAUSTIVE`` running units
+   free something it asks for, else found greedily (sound, not complete);
 8. the same operations give the same decisions;
 9. ``preemptionPolicy: Never`` pods never evict; non-preemptible pods are never
    victims and run only within ``min``;
@@ -50,6 +51,7 @@ end of the file.
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass, field
 
@@ -89,6 +91,7 @@ class Config:
     nodes: list  # [(name, {resource: milli})]
     namespaces: list  # namespaces on leaves, then namespaces outside the tree
     unit: bool = False  # only 1-cpu pods and every quota node manages cpu (invariant 5's simple form)
+    _paths: dict = field(default_factory=dict, repr=False, compare=False)  # the tree never changes: paths kept
 
     def leaf_of(self, ns: str) -> str | None:
         if not self.qnodes:
@@ -97,11 +100,14 @@ class Config:
 
     def path(self, ns: str) -> list[str]:
         """Quota nodes from the namespace's leaf up to the root; [] outside the tree."""
-        out, name = [], self.leaf_of(ns)
-        while name is not None:
-            out.append(name)
-            name = self.qnodes[name].parent
-        return out
+        out = self._paths.get(ns)
+        if out is None:
+            out, name = [], self.leaf_of(ns)
+            while name is not None:
+                out.append(name)
+                name = self.qnodes[name].parent
+            self._paths[ns] = out
+        return list(out)
 
     @property
     def capacity(self) -> dict:
@@ -639,15 +645,24 @@ def np_fits_min(cfg: Config, eng: Engine, unit) -> bool:
                for n in cfg.path(p.namespace) for r, a in total.items() if r in cfg.qnodes[n].managed)
 
 
-def allowed_plan(cfg: Config, eng: Engine, unit, used_q: dict, free: dict) -> list | None:
-    """A set of victims the rules allow that makes room for waiting ``unit``, found greedily; None if none found.
+EXHAUSTIVE = 10  # invariant 7 tries every set of at most this many candidate units (2**10 sets)
 
-    Sound, not complete: every set returned is allowed by DESIGN rules 1, 2 and 4
-    (``plan_rules``, the contested resources taken as all the unit requests:
-    stricter than the engine), so an engine that settles while one exists
-    missed a preemption ("if no set makes room, evict nothing" -- otherwise evict).
-    Victims are offered lowest priority first, then most recently admitted, in
-    rounds until a round adds none (a victim of its own leaf may open rule 1).
+
+def allowed_plan(cfg: Config, eng: Engine, unit, used_q: dict, free: dict) -> list | None:
+    """A set of victims the rules allow that makes room for waiting ``unit``; None if none found.
+
+    Sound: every set returned is allowed by DESIGN rules 1, 2 and 4 (``plan_rules``,
+    the contested resources taken as all the unit requests: stricter than the
+    engine), so an engine that settles while one exists missed a preemption ("if
+    no set makes room, evict nothing" -- otherwise evict). Only running units
+    that free something ``unit`` asks for can matter (for its quota, a node, or
+    rule 1 on its side). At most ``EXHAUSTIVE`` of them: every set, smallest
+    first, each in two orders (rule 1's source check depends on it: candidate
+    order, and smallest first so the one taking a side to its min comes last);
+    complete, as the engine's greedy order is not (a victim taken first may use
+    up what its side may give, barring the one that alone would do). More:
+    greedily, lowest priority first, then most recently admitted, in rounds
+    until a round adds none (a victim of its own leaf may open rule 1).
     """
     contested = set(_nz(_total(unit)))
     running = sorted((v for v in eng.pods.values() if v.phase is Phase.RUNNING and v.preemptible and not v.occupying),
@@ -655,7 +670,8 @@ def allowed_plan(cfg: Config, eng: Engine, unit, used_q: dict, free: dict) -> li
     candidates = []
     for u in units_of(running):
         u = [m for m in (u[0].gang.members if u[0].gang else u) if m.phase is Phase.RUNNING and m.preemptible]
-        candidates.append(u)
+        if any(_total(u).get(r, 0) for r in contested):
+            candidates.append(u)
     taken: list = []
     progress = True
     while progress:
@@ -669,6 +685,44 @@ def allowed_plan(cfg: Config, eng: Engine, unit, used_q: dict, free: dict) -> li
             progress = True
             victims = [v for t in taken for v in t]
             if fits(cfg, unit, used_q, free, victims):
+                return victims
+    if len(candidates) <= EXHAUSTIVE:
+        return _every_set(cfg, unit, candidates, used_q, free, contested)
+    return None
+
+
+def _every_set(cfg: Config, unit, candidates: list, used_q: dict, free: dict, contested: set) -> list | None:
+    """The first set of ``candidates`` (fewest first) that makes room for ``unit`` and the rules allow."""
+    # A victim the rules refuse alone is refused in every set (rule 2 and rule 1's source side only get
+    # stricter with more victims), unless others could open rule 1 for it: victims on the preemptor's
+    # side below the root (any in the tree, for a victim outside it), and never in its own leaf.
+    p, mine = unit[0], cfg.path(unit[0].namespace)
+    outside = any(not cfg.path(u[0].namespace) for u in candidates)
+    reach = set(mine if outside else mine[:-1])
+    opens = any(reach & set(cfg.path(u[0].namespace)) for u in candidates)
+    candidates = [u for u in candidates if plan_rules(cfg, unit, [u], used_q, contested) is not None
+                  or (opens and not own_leaf(cfg, p, u[0]))]
+    if not fits(cfg, unit, used_q, free, [v for u in candidates for v in u]):
+        return None  # room only grows with more victims: none of the sets makes room
+    # What the quota nodes on its path are short of, and what each candidate gives back there: a cheap
+    # first test of each set (``fits`` decides).
+    total, path = _total(unit), cfg.path(unit[0].namespace)
+    short = {(n, r): used_q[n].get(r, 0) + total[r] - cap for n in path for r, cap in cfg.qnodes[n].max.items()
+             if total.get(r) and used_q[n].get(r, 0) + total[r] > cap}
+    gives = []
+    for u in candidates:
+        freed = quota_usage(cfg, u)
+        gives.append({key: freed[key[0]].get(key[1], 0) for key in short})
+    index = {id(u): i for i, u in enumerate(candidates)}
+    for size in range(1, len(candidates) + 1):
+        for chosen in itertools.combinations(candidates, size):
+            if any(sum(gives[index[id(u)]][key] for u in chosen) < need for key, need in short.items()):
+                continue
+            victims = [v for u in chosen for v in u]
+            if not fits(cfg, unit, used_q, free, victims):
+                continue
+            by_size = sorted(chosen, key=lambda u: sorted(_total(u).items()))
+            if any(plan_rules(cfg, unit, list(order), used_q, contested) is not None for order in (chosen, by_size)):
                 return victims
     return None
 
@@ -1021,6 +1075,45 @@ def test_a_missed_preemption_is_caught(monkeypatch):
     settle_checked(eng, 5)
     with pytest.raises(AssertionError, match="would fit by evicting"):
         check_settled(TWO_TEAMS, eng)
+
+
+# Root at its max 6; a (min 1) runs a/l (low, 2 cpu) and a/h (high, 4); c (no min) asks for 4 at critical.
+BARRED = Config(
+    {"root": QSpec("root", {CPU: 6 * UNIT}, {CPU: 6 * UNIT}, None, ["a", "c"]),
+     "a": QSpec("a", {CPU: UNIT}, {CPU: 6 * UNIT}, "root", [], ["a"]),
+     "c": QSpec("c", {}, {CPU: 6 * UNIT}, "root", [], ["c"])},
+    [("n1", {CPU: 8 * UNIT})], ["a", "c"])
+
+
+def _barred() -> tuple:
+    eng = build_engine(BARRED)
+    submit(eng, pod("a/l", 2 * UNIT, pc=LOW), 1)
+    submit(eng, pod("a/h", 4 * UNIT, pc=HIGH), 2)
+    assert len(eng.schedule(2).admitted) == 2
+    return eng, submit(eng, pod("c/p", 4 * UNIT, pc=CRIT), 3)
+
+
+def test_a_victim_barred_by_an_earlier_one_is_caught(monkeypatch):
+    """Invariant 7 tries every set: the greedy order takes a/l, then may not take a/h (a would go to 0 of its
+    min 1), though a/h alone frees the 4 and keeps a at 2. A search that stops there (no phase D) is caught."""
+    import hub_ext.scheduler.preemption.retry as retry
+
+    monkeypatch.setattr(retry, "MAX_RETRIES", 0)
+    eng, p = _barred()
+    settle_checked(eng, 3)
+    assert p.phase is Phase.PENDING
+    missed = r"pending p .* would fit by evicting \[\('h', 'high-priority-research'\)\]"
+    with pytest.raises(AssertionError, match=missed):
+        check_settled(BARRED, eng)
+
+
+def test_regression_a_victim_taken_first_does_not_bar_the_one_that_suffices():
+    eng, p = _barred()
+    d = eng.schedule(3)
+    assert [e.victim.name for e in d.evictions] == ["h"] and p.nominated
+    settle_checked(eng, 4, lambda before, d: check_schedule(BARRED, eng, before, d))
+    check_settled(BARRED, eng)
+    assert p.phase is Phase.RUNNING
 
 
 def test_broken_bookkeeping_is_caught():

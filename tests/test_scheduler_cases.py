@@ -186,6 +186,21 @@ CASES = {
         nodes={"n1": {"cpu": 2}, "n2": {"cpu": 4, "nvidia.com/gpu": 1}},
         running=[P("a/l", 2, pc=LOW), P("a/h", 4, pc=HIGH)], incoming=P("c/p", 2, gpu=1, pc=CRIT),
         evicted={"a/h"}),  # rule 2: a keeps 2 of its min 1; a/l too would take it to 0
+    # The quota is short of 4 at the root (6 of 6 used) and c (no min) cannot reclaim, so rule 2 only: a
+    # may give 5 of its 6 above its min 1. Rule 3 takes a/l first (lowest priority; the root still short
+    # of 2), then a/h would take a to 0: refused. a/h alone frees the 4 and keeps a at 2: it must go.
+    "a victim taken first for the quota does not use up what the one victim that suffices needs": Case(
+        tree=tree(node("root", {"cpu": 6}, {"cpu": 6}, children=[
+            node("a", {"cpu": 1}, {"cpu": 6}, ["a"]), node("c", {}, {"cpu": 6}, ["c"])])),
+        running=[P("a/l", 2, pc=LOW), P("a/h", 4, pc=HIGH)], incoming=P("c/p", 4, pc=CRIT),
+        evicted={"a/h"}),
+    # The same on the node alone (the quota has room: 5 of the root's 10 in use): n1 has 1 cpu free, a/l
+    # frees 1 more and then a/h may not go (a at 0 of its min 1); a/h alone frees 4 and keeps a at 1.
+    "a victim taken first on the node does not use up what the one victim that suffices needs": Case(
+        tree=tree(node("root", {"cpu": 10}, {"cpu": 10}, children=[
+            node("a", {"cpu": 1}, {"cpu": 10}, ["a"]), node("c", {}, {"cpu": 10}, ["c"])])),
+        running=[P("o/x", 2, pc=CRIT, preemptible=False), P("a/l", 1, pc=LOW), P("a/h", 4, pc=HIGH)],
+        incoming=P("c/p", 4, pc=CRIT), evicted={"a/h"}),
     "the victim that takes a subtree below its min is its last; the next comes from elsewhere": Case(
         tree=THREES, nodes={"n1": {"cpu": 12}},
         running=[P("a/p1", 3), P("a/p2", 3), P("b/p1", 3), P("b/p2", 3)], incoming=P("c/p", 4),

@@ -103,7 +103,7 @@ class PreemptionContext:
         return any(self.reclaim_ok(node) for node in self.path[1:])
 
     # -- the victim's side ----------------------------------------------------
-    def _side_nodes(self, unit, lca):
+    def side_nodes(self, unit, lca):
         for node in unit.leaf.path:
             if node is lca:
                 return
@@ -113,7 +113,7 @@ class PreemptionContext:
         """Rule 1, victim's side: every node below ``lca`` uses more than its min of each contested resource
         ``unit`` frees. ``before``: what victims taken earlier freed (default: all taken so far)."""
         total = unit.total
-        for node in self._side_nodes(unit, lca):
+        for node in self.side_nodes(unit, lca):
             for res in self.contested:
                 if total.get(res) and res in node.managed:
                     freed = (before.get(node) if before is not None else self.removed.get(node)) or {}
@@ -125,7 +125,7 @@ class PreemptionContext:
         """Rule 2, victim's side: no node below ``lca`` falls under its min of a contested resource ``unit``
         frees once it leaves too (``taken``: it is already counted as removed)."""
         total = unit.total
-        for node in self._side_nodes(unit, lca):
+        for node in self.side_nodes(unit, lca):
             for res in self.contested:
                 amount = total.get(res)
                 if amount and res in node.managed:

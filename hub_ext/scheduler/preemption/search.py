@@ -1,6 +1,6 @@
 """Find the victims that make room for one pod or one gang, or decide that none can.
 
-Two phases, then pruning:
+Two phases, then pruning; phases C and D (``retry``) search again when they fail:
 
 A. Quota: victims are taken in the picker's order (see ``ordering``), only
    ones the rules allow (see ``policy``) and that free a resource some quota
@@ -28,6 +28,16 @@ C. Node first: when phase B fails after phase A took victims, the search
    though they alone would free the quota too. The first order is rule 3's;
    this one runs only where it found nothing ("if no set makes room, evict
    nothing": otherwise evict).
+D. Held back: when a search fails after one of its phases was refused a
+   victim that would help (free what the quota is short of, or room on a node
+   that could hold the preemptor) only because victims it took earlier use up
+   what that victim's side may give (rule 2's ``min``, or rule 1's source
+   above it), the search starts again with those earlier victims held back
+   (never taken), so the refused one is allowed; a failing retry may hold back
+   more, up to ``retry.MAX_RETRIES`` searches. Greedy in rule 3's order, a cheap
+   victim taken first can bar the one that alone would do (a team at 6 of its
+   min 1 gives its 2-cpu pod, then may not give its 4-cpu one, which alone
+   frees the 4 needed); the first order decides wherever it finds a plan.
 
 A running gang is one victim of its whole size: taking one of its pods takes
 all of them (their room on other nodes counts too).
@@ -51,6 +61,7 @@ from .policy import PRIORITY, RECLAIM, PreemptionContext
 # Bounds on one decision, so a hopeless search stays cheap.
 MAX_CANDIDATES = 5000
 MAX_NODES = 64
+MAX_BLOCKED = 4  # refusals one search keeps for phase D (see ``retry``)
 
 
 @dataclass
@@ -80,10 +91,12 @@ class Failure:
         return None if self.short is None else self.short[0]
 
 
-class _Search:
-    def __init__(self, quota, cluster, preemptor, node_first: bool = False):
+class Search:
+    def __init__(self, quota, cluster, preemptor, node_first: bool = False, held: tuple = ()):
         self.quota, self.cluster, self.unit = quota, cluster, preemptor
         self.node_first = node_first  # phase C: phase B before phase A
+        self.held = held  # phase D: units never taken
+        self.held_uids = {pod.uid for unit in held for pod in unit.pods}
         self.ctx = PreemptionContext(preemptor, cluster.capacity)
         self.request = {r: a for r, a in preemptor.request.items() if a > 0}  # one pod's
         self.count, self.selector = preemptor.count, preemptor.selector
@@ -105,6 +118,7 @@ class _Search:
             contested |= {r for r, a in self.request.items() if cluster.largest_free(r) < a} or set(self.request)
         self.ctx.contested = contested
         self.picker = CandidatePicker(self.ctx)
+        self.picker.exclude([pod for unit in held for pod in unit.pods])
         self.priorities = sorted(quota.top.prio_count)
         self.chosen: list = []  # units, in the order taken
         self.passed_over: list = []  # allowed units phase A did not need
@@ -113,6 +127,7 @@ class _Search:
         self.examined = 0
         self.failures = 0  # phase B's tries on a node that did not make room
         self.failure: Failure | None = None
+        self.blocked: list = []  # phase D: (refused unit, the victims taken before on its side)
 
     # -- state of the plan ---------------------------------------------------
     def quota_short(self) -> bool:
@@ -173,6 +188,28 @@ class _Search:
             node.labels.get(k) == v for k, v in (self.selector or {}).items()
         )
 
+    def _on_host(self, unit) -> bool:
+        nodes = self.cluster.nodes
+        return any(pod.node in nodes and self.could_host(nodes[pod.node]) for pod in unit.pods)
+
+    def _note_refusal(self, unit, on_host: bool = False) -> None:
+        """Keep for phase D a refused ``unit`` that would help, when victims taken on its side are why."""
+        if not self.chosen or len(self.blocked) >= MAX_BLOCKED or unit.leaf is self.ctx.leaf:
+            return  # nothing taken yet, or its own leaf (priority alone decides there)
+        if any(noted.lead.uid == unit.lead.uid for noted, _ in self.blocked):
+            return  # phase B asks again once rule 1 opens: one retry per victim is enough
+        ctx = self.ctx
+        side = list(ctx.side_nodes(unit, ctx.lca(unit.leaf)))
+        removed = ctx.removed
+        if not any(any(removed.get(node, {}).values()) for node in side):
+            return  # nothing taken on its side: the rules refuse it whatever this search took
+        if not (on_host or self.helps_quota(unit) or self._on_host(unit)):
+            return
+        below = set(side)
+        before = [u for u in self.chosen if below & u.leaf.path_set]
+        if before:
+            self.blocked.append((unit, before))
+
     # -- candidates ----------------------------------------------------------
     def _next(self):
         """The next allowed victim in the picker's order, with the rule that allows it, or None."""
@@ -191,6 +228,7 @@ class _Search:
                     unit = running_unit(pod)
                     kind = ctx.kind(unit)
                     if kind is None:
+                        self._note_refusal(unit)
                         # Rule 1 refusing one (its side is not above min) refuses it for good;
                         # rule 2 refusing one leaves rule 1 free to allow it once it opens.
                         picker.refuse(unit.pods, mode)
@@ -294,7 +332,7 @@ class _Search:
         for pod in leaf.candidates:
             if pod.priority >= ctx.priority:
                 break
-            if pod.uid in chosen or pod.uid in seen:
+            if pod.uid in chosen or pod.uid in seen or pod.uid in self.held_uids:
                 continue
             unit = running_unit(pod)
             seen.update(p.uid for p in unit.pods)
@@ -371,7 +409,8 @@ class _Search:
         first = [] if first.lead.uid in chosen else [first]  # tried again: it may have gone with its gang
         units, seen = [], {u.lead.uid for u in first}
         running = [p for p in host.residents.values()
-                   if p.phase.value == "Running" and p.preemptible and not p.occupying and p.uid not in chosen]
+                   if p.phase.value == "Running" and p.preemptible and not p.occupying and p.uid not in chosen
+                   and p.uid not in self.held_uids]
         for p in sorted(running, key=victim_key):
             unit = running_unit(p)
             if unit.lead.uid not in seen:
@@ -383,6 +422,7 @@ class _Search:
             version, rest = ctx.version, []
             for i, unit in enumerate(order):
                 if ctx.kind(unit) is None:
+                    self._note_refusal(unit, on_host=True)
                     rest.append(unit)
                     continue
                 self.take(unit)
@@ -417,17 +457,3 @@ class _Search:
                 self.take(unit, 1)
                 self.chosen.pop()  # take() appended it; put it back where it was
                 self.chosen.insert(index, unit)
-
-
-def find_victims(quota, cluster, preemptor) -> Plan | Failure:
-    """A plan for ``preemptor`` (a ``units.Unit``), or why none was found (``Failure``; None: nothing to do)."""
-    search = _Search(quota, cluster, preemptor)
-    plan = search.run()
-    if plan is not None:
-        return plan
-    if search.failure.stage == "node" and search.quota_victims:
-        # Phase C: the victims phase A took for the quota may be what barred the ones that make room.
-        plan = _Search(quota, cluster, preemptor, node_first=True).run()
-        if plan is not None:
-            return plan
-    return search.failure  # the first search's: what it was short of is what wakes it (engine._parking)
