@@ -37,13 +37,13 @@ def _trim(value: float) -> str:
     return str(int(rounded)) if rounded == int(rounded) else str(rounded)
 
 
-def _in_bytes(resource: str) -> bool:
+def in_bytes(resource: str) -> bool:
     return resource == "memory" or resource.endswith("storage") or resource.endswith(".memory")
 
 
 def amount(resource: str, value: float) -> str:
     """A base-unit amount as people read it: cores and devices as numbers, bytes in GiB (MiB below one)."""
-    if _in_bytes(resource):
+    if in_bytes(resource):
         gib = value / 2**30
         return f"{_trim(gib)} GiB" if gib >= 1 or value == 0 else f"{_trim(value / 2**20)} MiB"
     return _trim(value)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-_BYTES = ("memory", "ephemeral-storage", "storage")
+from ..vocabulary import in_bytes
 
 
 def duration(seconds) -> str:
@@ -24,7 +24,7 @@ def resource_hours(values: dict | None) -> str:
         return "-"
     parts = []
     for res, hours in values.items():
-        if res in _BYTES:
+        if in_bytes(res):
             parts.append(f"{res} {hours / 2**30:.3g} GiB-h")
         else:
             parts.append(f"{res} {hours:.3g} h")
