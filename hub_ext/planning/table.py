@@ -2,37 +2,30 @@
 
 from __future__ import annotations
 
-from ..vocabulary import in_bytes
+from .. import vocabulary
+from ..vocabulary import in_bytes, resource_name
 
 
 def duration(seconds) -> str:
-    if seconds is None:
-        return "-"
-    seconds = float(seconds)
-    if seconds < 60:
-        return f"{seconds:g}s"
-    if seconds < 3600:
-        return f"{seconds / 60:.1f}m"
-    if seconds < 86400:
-        return f"{seconds / 3600:.1f}h"
-    return f"{seconds / 86400:.1f}d"
+    """The vocabulary's ``1 min 30 s`` every screen uses; ``-`` where there is none."""
+    return "-" if seconds is None else vocabulary.duration(float(seconds))
 
 
 def resource_hours(values: dict | None) -> str:
-    """``{"cpu": 12.5, "memory": 3.2e12}`` as ``cpu 12.5 h, memory 0.7 GiB-h``."""
+    """``{"cpu": 12.5, "memory": 3.2e12}`` as ``CPU 12.5 h, memory 0.7 GiB-h``."""
     if not values:
         return "-"
     parts = []
     for res, hours in values.items():
         if in_bytes(res):
-            parts.append(f"{res} {hours / 2**30:.3g} GiB-h")
+            parts.append(f"{resource_name(res)} {hours / 2**30:.3g} GiB-h")
         else:
-            parts.append(f"{res} {hours:.3g} h")
+            parts.append(f"{resource_name(res)} {hours:.3g} h")
     return ", ".join(parts)
 
 
-def _percent(values: dict | None) -> str:
-    return ", ".join(f"{res} {v * 100:.1f}%" for res, v in (values or {}).items()) or "-"
+def percent(values: dict | None) -> str:
+    return ", ".join(f"{resource_name(res)} {v * 100:.1f}%" for res, v in (values or {}).items()) or "-"
 
 
 TEAM_LINES = (
@@ -46,7 +39,7 @@ TEAM_LINES = (
     ("below guarantee while others borrowed", "below_guarantee_s", duration),
     ("never started", "never_started", str),
 )
-CLUSTER_LINES = (("utilisation", "utilisation", _percent), ("idle", "idle_hours", resource_hours))
+CLUSTER_LINES = (("utilisation", "utilisation", percent), ("idle", "idle_hours", resource_hours))
 
 
 def _cell(values: dict | None, key: str, fmt) -> str:

@@ -6,7 +6,7 @@ import csv
 import io
 import json
 
-from .table import duration, resource_hours
+from .table import duration, percent, resource_hours
 from .usage import csv_rows
 
 
@@ -30,5 +30,5 @@ def render(report: dict, how: str = "table") -> str:
                      resource_hours(t["lent_hours"]), duration(t["below_guarantee_s"]), duration(t["wait_p50_s"]),
                      duration(t["wait_p95_s"]), t["evictions_suffered"], t["evictions_caused"], t["never_started"]])
     cluster = report["cluster"]
-    util = ", ".join(f"{r} {v * 100:.1f}%" for r, v in cluster["utilisation"].items()) or "-"
+    util = percent(cluster["utilisation"])
     return _table(rows) + f"\n\ncluster: utilisation {util}; idle {resource_hours(cluster['idle_hours'])}"
