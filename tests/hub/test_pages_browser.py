@@ -647,14 +647,14 @@ def test_a_wrong_property_saved_in_the_hubs_admin_panel_is_refused_there(hub, br
         assert line.startswith("The properties of group team-c were not saved. Property tenancy.priority-classes: "
                                "no PriorityClass named critcal-prod. List only existing classes in "
                                "tenancy.priority-classes (critical-prod, "), line
-        assert "Failed to edit group." in page.locator(".alert-danger").inner_text()
+        assert "Failed to edit group." in page.locator("div.alert.alert-danger").inner_text()
         shot(page, "pages-admin-group-properties-refused")
         assert hub.api("GET", "/groups/team-c")[1]["properties"] == before
         value.fill("low-priority-dev,critical-prod")  # fixed: saved, and the line goes
         page.click("#submit")
         wait_for(lambda: hub.api("GET", "/groups/team-c")[1]["properties"]["tenancy.priority-classes"]
                  == "low-priority-dev,critical-prod", "the right properties to be saved")
-        wait_for(lambda: refused.count() == 0 and page.locator(".alert-danger").count() == 0, "the refusal to go")
+        wait_for(lambda: refused.count() == 0 and page.locator("div.alert.alert-danger").count() == 0, "the refusal to go")
     finally:
         page.context.close()
         hub.api("PUT", "/groups/team-c/properties", before)
