@@ -455,6 +455,12 @@ def test_the_hub_refuses_wrong_group_properties_when_they_are_saved(hub):
     status, body = hub.api("PUT", "/groups/team-c/properties", {**before, "tenancy.priority-classes": "critcal-prod"},
                            token=token(hub, "carol"))
     assert status == 403 and stored() == before  # JupyterHub's own scope check comes first, as before
+    # the service's check the hub asks (admins only; nothing stored)
+    assert svc(hub, "carol", "POST", "/tenants/team-c/check", {"properties": before})[0] == 403
+    status, check = svc(hub, "admin", "POST", "/tenants/team-c/check",
+                        {"properties": {**before, "tenancy.profiles": "smal"}, "profiles": ["small", "large"]})
+    assert status == 200 and check["valid"] is False, check
+    assert check["errors"] == ["property tenancy.profiles: no notebook profile named smal"], check
     right = {**before, "tenancy.profiles": "small"}
     try:
         status, body = hub.api("PUT", "/groups/team-c/properties", right)
