@@ -22,7 +22,7 @@ import logging
 
 from jupyterhub.auth import Authenticator
 from jupyterhub.utils import maybe_future
-from traitlets import Bool, Dict, Unicode, default, validate
+from traitlets import Bool, Dict, Float, Unicode, default, validate
 from traitlets.config import Configurable
 
 #: A group is a team when its properties set one of these (as ``hub_ext.tenants`` reads them).
@@ -81,6 +81,26 @@ class TenancyAuthenticatorMixin(Configurable):
     tenancy_service_name = Unicode(
         "tenancy", help="The scheduler service's name in the hub: at login, a user's waiting work in a team "
                         "they left is cancelled through it.",
+    ).tag(config=True)
+
+    refuse_wrong_group_properties = Bool(
+        True,
+        help="""
+        Check a group's properties with the tenancy service when they are saved (the admin panel's
+        Apply, ``PUT /hub/api/groups/{name}/properties``) and refuse wrong ones with a 400 whose one
+        line names the group, the property and the fix. When the service cannot be asked, the save
+        goes through (one line in the log) and the service keeps the team on its last good
+        properties. ``?force=true`` on the request stores them unchecked. Example::
+
+            c.TenancyAuthenticatorMixin.refuse_wrong_group_properties = False  # store anything, as JupyterHub does
+
+        .. versionadded:: 0.7
+        """,
+    ).tag(config=True)
+
+    group_check_timeout = Float(
+        10.0, help="Seconds a save of a group's properties waits for the tenancy service's check before it "
+                   "goes through unchecked.",
     ).tag(config=True)
 
     @default("manage_groups")
@@ -171,6 +191,13 @@ class TenancyAuthenticatorMixin(Configurable):
         return None if group is None else (group.properties or {})
 
     # -- where JupyterHub calls in ---------------------------------------------------------
+    def get_handlers(self, app):
+        """The authenticator's own, and the group-properties save that checks with the service first
+        (``hub_ext.group_properties``: served before JupyterHub's own handler of that route)."""
+        from .group_properties import ROUTE, CheckedGroupPropertiesHandler
+
+        return [*super().get_handlers(app), (ROUTE, CheckedGroupPropertiesHandler)]
+
     async def run_post_auth_hook(self, handler, auth_model):
         """After the authenticator's own checks (``allowed_groups``, ``admin_groups`` see the provider's
         names): map the groups, and cancel the user's waiting work in teams they left."""

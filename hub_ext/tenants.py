@@ -19,6 +19,10 @@ typo such as ``tenancy.quota_leaf`` would otherwise go unnoticed).
 A team that had good properties before keeps them while its new ones are wrong
 (``keep_last_good``; the service keeps them across restarts): one typo in the admin
 panel does not lock its members out; the new errors are listed as ``rejected``.
+
+The admin panel's save is checked first (``check_properties``, through the service's
+``POST /api/v1/tenants/{group}/check``): wrong properties are refused with one line
+(``refusal``) before the hub stores them.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from .quota.errors import ValidationError
 from .quota.meta import namespace_name
 from .quota.tree import ElasticQuotaTree
+from .vocabulary import sentence
 
 PREFIX = "tenancy."
 NAMESPACE, LEAF, ROLE, PROFILES, CLASSES = (PREFIX + k for k in ("namespace", "quota-leaf", "role", "profiles", "priority-classes"))
@@ -80,8 +85,15 @@ def _csv(value: str) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-def tenants_from_groups(groups: list[dict], tree: ElasticQuotaTree | None, priority_classes=()) -> list[Tenant]:
-    """Tenants from hub group models (``{"name", "users", "properties"}``), checked against the tree."""
+def _edit(group: str) -> str:
+    """How every fix starts: where the admin changes the property."""
+    return f"In the hub's admin panel (Groups, {group}), "
+
+
+def tenants_from_groups(groups: list[dict], tree: ElasticQuotaTree | None, priority_classes=(),
+                        profiles=()) -> list[Tenant]:
+    """Tenants from hub group models (``{"name", "users", "properties"}``), checked against the tree,
+    the PriorityClasses and the notebook profiles (each check only when they are given)."""
     out: list[Tenant] = []
     leaf_owner: dict[str, str] = {}
     ns_owner: dict[str, str] = {}
@@ -90,7 +102,7 @@ def tenants_from_groups(groups: list[dict], tree: ElasticQuotaTree | None, prior
         if not isinstance(props, dict):
             continue
         name = group["name"]
-        edit = f"In the hub's admin panel (Groups, {name}), "
+        edit = _edit(name)
         if not (NAMESPACE in props or LEAF in props):
             stray = sorted(k for k in props if isinstance(k, str) and k.startswith(PREFIX))
             if stray:  # meant as a team, surely: say why it is not one
@@ -121,6 +133,10 @@ def tenants_from_groups(groups: list[dict], tree: ElasticQuotaTree | None, prior
             tenant.role = role
         if isinstance(props.get(PROFILES), str):
             tenant.profiles = _csv(props[PROFILES])
+            unknown = [p for p in tenant.profiles if profiles and p not in profiles]
+            if unknown:
+                tenant.fault(f"property {PROFILES}: no notebook profile named {', '.join(unknown)}",
+                             edit + f"list only the hub's profiles in {PROFILES} ({', '.join(profiles)}).")
         if isinstance(props.get(CLASSES), str):
             tenant.priority_classes = _csv(props[CLASSES])
             unknown = [c for c in tenant.priority_classes if priority_classes and c not in priority_classes]
@@ -129,19 +145,49 @@ def tenants_from_groups(groups: list[dict], tree: ElasticQuotaTree | None, prior
                              edit + f"list only existing classes in {CLASSES} "
                              f"({', '.join(sorted(priority_classes))}).")
         _check_leaf(tenant, props.get(LEAF), tree, edit)
-        if tenant.leaf and tenant.leaf in leaf_owner:
-            tenant.fault(f"quota leaf {tenant.leaf} already belongs to group {leaf_owner[tenant.leaf]} "
-                         "(a group maps 1:1 to a leaf)",
-                         edit + f"point {LEAF} at a leaf no other team uses, or add a leaf in the quota-tree editor.")
-        if tenant.namespace in ns_owner:
-            tenant.fault(f"namespace {tenant.namespace} already belongs to group {ns_owner[tenant.namespace]}",
-                         edit + f"give this team a namespace of its own in {NAMESPACE}.")
+        _check_owners(tenant, leaf_owner, ns_owner)
         if not tenant.errors:
             if tenant.leaf:
                 leaf_owner[tenant.leaf] = name
             ns_owner[tenant.namespace] = name
         out.append(tenant)
     return out
+
+
+def _check_owners(tenant: Tenant, leaf_owner: dict[str, str], ns_owner: dict[str, str]) -> None:
+    """A leaf and a namespace belong to one team each (``*_owner``: leaf or namespace -> its group)."""
+    edit = _edit(tenant.group)
+    if tenant.leaf and tenant.leaf in leaf_owner:
+        tenant.fault(f"quota leaf {tenant.leaf} already belongs to group {leaf_owner[tenant.leaf]} "
+                     "(a group maps 1:1 to a leaf)",
+                     edit + f"point {LEAF} at a leaf no other team uses, or add a leaf in the quota-tree editor.")
+    if tenant.namespace in ns_owner:
+        tenant.fault(f"namespace {tenant.namespace} already belongs to group {ns_owner[tenant.namespace]}",
+                     edit + f"give this team a namespace of its own in {NAMESPACE}.")
+
+
+def check_properties(group: str, properties: dict, teams: list[Tenant], tree: ElasticQuotaTree | None,
+                     priority_classes=(), profiles=()) -> list[tuple[str, str]]:
+    """What is wrong with giving hub group ``group`` these ``properties``, as (error, fix) pairs; [] when
+    nothing. ``teams``: the teams as the service runs them now (kept ones included): a leaf or namespace
+    one of them holds is taken. A group that is no team and does not try to be one is always right."""
+    checked = tenants_from_groups([{"name": group, "properties": properties}], tree, priority_classes, profiles)
+    if not checked:
+        return []
+    tenant = checked[0]
+    others = [t for t in teams if t.usable and t.group != group]
+    _check_owners(tenant, {t.leaf: t.group for t in others if t.leaf}, {t.namespace: t.group for t in others})
+    return list(zip(tenant.errors, tenant.fixes))
+
+
+def refusal(group: str, problems: list[tuple[str, str]]) -> str:
+    """The one line an admin reads when a save is refused: the group, each property's error and its fix
+    (said without the "in the admin panel" the admin is in already)."""
+    said = []
+    for error, fix in problems:
+        error = sentence(error)  # one ending in "(...)" needs its full stop still
+        said.append(f"{error}{'' if error.endswith('.') else '.'} {sentence(fix.removeprefix(_edit(group)))}")
+    return f"The properties of group {group} were not saved. " + " ".join(said)
 
 
 def keep_last_good(tenants: list[Tenant], last_good: dict[str, Tenant], tree: ElasticQuotaTree | None) -> list[Tenant]:

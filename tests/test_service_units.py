@@ -7,7 +7,7 @@ import pytest
 from builders import node, tree
 from hub_ext.quota import ValidationError
 from hub_ext.service.workloads import check_body
-from hub_ext.tenants import tenants_from_groups, tree_with_tenants
+from hub_ext.tenants import check_properties, refusal, tenants_from_groups, tree_with_tenants
 from spawner.mixin import _workload_name
 
 TREE = tree(node("root", {"cpu": 8}, {"cpu": 8}, children=[
@@ -41,6 +41,39 @@ def test_the_tree_gets_the_tenants_namespaces_and_skips_leaves_it_lacks():
     assert "team-b" not in TREE.leaf_of  # the configured tree is not changed
     smaller = tree(node("root", {"cpu": 8}, {"cpu": 8}, children=[node("a", {"cpu": 4}, {"cpu": 8}, ["team-a"])]))
     assert "team-b" not in tree_with_tenants(smaller, tenants).leaf_of  # no KeyError: it hangs nowhere
+
+
+CLASSES = ["low-priority-dev", "high-priority-research", "critical-prod"]
+TEAMS = tenants_from_groups([group("team-a", namespace="team-a"), group("team-b", namespace="team-b", quota_leaf="b")],
+                            TREE, CLASSES)
+
+
+@pytest.mark.parametrize("name, props, errors", [
+    ("team-c", {"tenancy.quota-leaf": "bb"}, ["property tenancy.quota-leaf: 'bb' is not a node of the quota tree (leaves: a, b)"]),
+    ("team-b", {"tenancy.quota-leaf": "b", "tenancy.priority-classes": "critcal-prod"},
+     ["property tenancy.priority-classes: no PriorityClass named critcal-prod"]),
+    ("team-b", {"tenancy.quota-leaf": "b", "tenancy.profiles": "small,hughe"},
+     ["property tenancy.profiles: no notebook profile named hughe"]),
+    ("team-c", {"tenancy.quota-leaf": "b"}, ["quota leaf b already belongs to group team-b (a group maps 1:1 to a leaf)"]),
+    ("team-c", {"tenancy.namespace": "team-b"}, ["namespace team-b already belongs to group team-b"]),
+    ("team-c", {"tenancy.quota_leaf": "b"}, ["sets tenancy.quota_leaf but neither tenancy.namespace nor tenancy.quota-leaf, so it is not a team"]),
+    ("team-b", {"tenancy.quota-leaf": "b", "tenancy.profiles": "small"}, []),  # its own leaf is no conflict
+    ("team-c", {"colour": "blue"}, []),  # not a team, and not trying to be one
+], ids=["unknown-leaf", "misspelled-class", "unknown-profile", "leaf-taken", "namespace-taken", "no-team-key",
+        "right", "not-a-team"])
+def test_a_groups_new_properties_are_checked_against_the_teams_as_they_run(name, props, errors):
+    problems = check_properties(name, props, TEAMS, TREE, CLASSES, ["small", "large"])
+    assert [e for e, _ in problems] == errors
+
+
+def test_a_refusal_is_one_line_naming_the_group_the_property_and_the_fix():
+    line = refusal("team-b", check_properties("team-b", {"tenancy.quota-leaf": "b", "tenancy.priority-classes": "critcal-prod"},
+                                              TEAMS, TREE, CLASSES))
+    assert line == ("The properties of group team-b were not saved. Property tenancy.priority-classes: no PriorityClass "
+                    "named critcal-prod. List only existing classes in tenancy.priority-classes (critical-prod, "
+                    "high-priority-research, low-priority-dev).")
+    taken = refusal("team-c", check_properties("team-c", {"tenancy.quota-leaf": "b"}, TEAMS, TREE))
+    assert "\n" not in taken and "(a group maps 1:1 to a leaf). Point tenancy.quota-leaf at a leaf no other" in taken
 
 
 @pytest.mark.parametrize("body, message", [

@@ -95,6 +95,12 @@ class Calls:
     def tenants(self):
         return self._send(Call("GET", "/tenants"))
 
+    def check_group(self, group: str, properties: dict, profiles: list[str] | None = None):
+        """Would ``properties`` of hub group ``group`` make a good team (admins)? ``{"valid", "errors",
+        "fixes", "message"}``; ``profiles``: the hub's notebook profile slugs, to check ``tenancy.profiles``."""
+        body = {"properties": properties, **({"profiles": profiles} if profiles is not None else {})}
+        return self._send(Call("POST", f"/tenants/{_name(group)}/check", _body(body)))
+
     def room(self, body: dict):
         """What each profile would do now for a team, and the team's room."""
         return self._send(Call("POST", "/room", _body(body)))

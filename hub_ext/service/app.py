@@ -38,6 +38,7 @@ from ..quota.tree import parse_tree
 from ..tenants import tenants_from_groups
 from .controller import Controller
 from .dashboard import page_routes
+from .group_check import group_check_routes
 from .dataset_handlers import dataset_routes
 from .planning_handlers import planning_routes
 from .handlers import load_openapi, routes
@@ -493,6 +494,7 @@ class TenancyService(Application):
                                retention_hours=self.history_retention_hours, metrics=self.metrics)
         app = web.Application(
             routes(prefix) + dataset_routes(prefix + "api/v1") + planning_routes(prefix + "api/v1")
+            + group_check_routes(prefix + "api/v1")
             + [(prefix + "api/v1/room", RoomHandler), (prefix + "oauth_callback", OAuthCallbackHandler)]
             + own_server_routes(prefix) + estimate_routes(prefix)
             + page_routes(prefix),

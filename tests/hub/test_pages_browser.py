@@ -3,8 +3,9 @@ admin and as users: dashboards with plots drawn from a scripted story (jobs subm
 tree change), live without a reload; the tree editor's preview (victims, a lowered max) before
 anything changes, apply and the audit trail; a broken team flagged for admins and kept out of the
 spawn form; the spawn form's profile cards, the waiting page (its estimate) and the home page; cancel,
-stop and delete where the work is shown; admins told of a team's refused properties. At 1280x800 and at
-390x844. Screenshots: docs/screenshots/pages-*.png (README, "Pages in the hub")."""
+stop and delete where the work is shown; admins told of a team's refused properties, and a wrong property
+refused in the hub's own admin panel. At 1280x800 and at 390x844. Screenshots: docs/screenshots/pages-*.png
+(README, "Pages in the hub")."""
 
 from __future__ import annotations
 
@@ -248,7 +249,7 @@ def test_tree_editor_previews_victims_and_a_lowered_max_and_changes_nothing_unti
 def test_a_broken_group_is_flagged_for_admins_and_kept_out_of_the_spawn_form(hub, story, browser):
     assert hub.api("POST", "/groups/team-x")[0] in (201, 409)
     hub.api("POST", "/groups/team-x/users", {"users": ["erin"]})
-    hub.api("PUT", "/groups/team-x/properties", {"tenancy.namespace": "team-b", "tenancy.quota-leaf": "root.zzz",
+    hub.api("PUT", "/groups/team-x/properties?force=true", {"tenancy.namespace": "team-b", "tenancy.quota-leaf": "root.zzz",
                                                   "tenancy.role": "boss"})
     wait_for(lambda: any(t["group"] == "team-x" and t["errors"] for t in svc(hub, "admin", "GET", "/tenants")[1]["tenants"]),
              "team-x to be flagged")
@@ -592,7 +593,9 @@ def test_admins_are_told_of_a_teams_refused_properties_on_the_hub_home_and_the_t
     and the fix on the hub home (a banner) and on the Tenants page; members see no banner."""
     good = {"tenancy.namespace": "team-c", "tenancy.quota-leaf": "root.b.1",
             "tenancy.priority-classes": "low-priority-dev,high-priority-research,critical-prod"}
-    assert hub.api("PUT", "/groups/team-c/properties", {**good, "tenancy.priority-classes": "critcal-prod"})[0] == 200
+    # stored unchecked (force=true), as properties from load_groups or saved while the service was away are
+    assert hub.api("PUT", "/groups/team-c/properties?force=true",
+                   {**good, "tenancy.priority-classes": "critcal-prod"})[0] == 200
     try:
         wait_for(lambda: any(t["group"] == "team-c" and t.get("keptLastGood")
                              for t in svc(hub, "admin", "GET", "/tenants")[1]["tenants"]), "team-c kept on its last good")
@@ -623,3 +626,35 @@ def test_admins_are_told_of_a_teams_refused_properties_on_the_hub_home_and_the_t
         page.context.close()
     finally:
         hub.api("PUT", "/groups/team-c/properties", good)
+
+
+def test_a_wrong_property_saved_in_the_hubs_admin_panel_is_refused_there(hub, browser):
+    """Issue 22: in JupyterHub's own admin panel (Manage Groups, a group, its properties, Apply) a misspelled
+    PriorityClass is refused on save: the panel's banner says only "Failed to edit group.", and under the
+    properties the hub's line names the group, the property and the fix; the group keeps what it had."""
+    before = hub.api("GET", "/groups/team-c")[1]["properties"]
+    page = logged_in(browser, hub, "admin")
+    try:
+        page.goto(hub.url("/hub/admin"))
+        page.get_by_role("button", name="Manage Groups").click()
+        page.get_by_text("team-c", exact=True).click()
+        value = page.locator('tr:has(input[id="tenancy.priority-classes"]) td:nth-child(2) input')
+        value.fill("low-priority-dev,critcal-prod")
+        page.click("#submit")
+        refused = page.locator("span#error.tenancy-refused")
+        refused.wait_for()
+        line = refused.inner_text()
+        assert line.startswith("The properties of group team-c were not saved. Property tenancy.priority-classes: "
+                               "no PriorityClass named critcal-prod. List only existing classes in "
+                               "tenancy.priority-classes (critical-prod, "), line
+        assert "Failed to edit group." in page.locator("div.alert.alert-danger").inner_text()
+        shot(page, "pages-admin-group-properties-refused")
+        assert hub.api("GET", "/groups/team-c")[1]["properties"] == before
+        value.fill("low-priority-dev,critical-prod")  # fixed: saved, and the line goes
+        page.click("#submit")
+        wait_for(lambda: hub.api("GET", "/groups/team-c")[1]["properties"]["tenancy.priority-classes"]
+                 == "low-priority-dev,critical-prod", "the right properties to be saved")
+        wait_for(lambda: refused.count() == 0 and page.locator("div.alert.alert-danger").count() == 0, "the refusal to go")
+    finally:
+        page.context.close()
+        hub.api("PUT", "/groups/team-c/properties", before)

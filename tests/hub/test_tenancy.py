@@ -90,7 +90,8 @@ def test_login_maps_identity_groups_to_tenants(hub):
 def test_bad_group_properties_are_shown_to_admins_not_crashing(hub):
     status, _ = hub.api("POST", "/groups/team-x")
     assert status in (201, 409)
-    status, _ = hub.api("PUT", "/groups/team-x/properties",
+    # force=true: stored unchecked, as properties from load_groups or saved while the service was away are
+    status, _ = hub.api("PUT", "/groups/team-x/properties?force=true",
                         {"tenancy.namespace": "team-b", "tenancy.quota-leaf": "root.zzz"})
     assert status == 200
     def broken():
@@ -402,7 +403,7 @@ def test_metrics_and_openapi(hub):
 def test_a_typo_in_a_teams_properties_keeps_its_last_good_ones_and_admins_are_told(hub):
     good = {"tenancy.namespace": "team-c", "tenancy.quota-leaf": "root.b.1",
             "tenancy.priority-classes": "low-priority-dev,high-priority-research,critical-prod"}
-    status, _ = hub.api("PUT", "/groups/team-c/properties", {**good, "tenancy.priority-classes": "critcal-prod"})
+    status, _ = hub.api("PUT", "/groups/team-c/properties?force=true", {**good, "tenancy.priority-classes": "critcal-prod"})
     assert status == 200
     try:
         def kept():
@@ -427,6 +428,46 @@ def test_a_typo_in_a_teams_properties_keeps_its_last_good_ones_and_admins_are_to
         hub.api("PUT", "/groups/team-c/properties", good)
     wait_for(lambda: "group-properties" not in {p["check"] for p in svc(hub, "admin", "GET", "/health")[1]["problems"]},
              "the problem to clear once the properties are right again")
+
+
+def test_the_hub_refuses_wrong_group_properties_when_they_are_saved(hub):
+    """Issue 22: the admin panel's save (PUT /hub/api/groups/{name}/properties) of a wrong property is refused
+    with one line naming the group, the property and the fix, and the group keeps what it had."""
+    def stored() -> dict:
+        status, group = hub.api("GET", "/groups/team-c")
+        assert status == 200, group
+        return group["properties"]
+
+    before = stored()
+    status, body = hub.api("PUT", "/groups/team-c/properties", {**before, "tenancy.priority-classes": "critcal-prod"})
+    assert status == 400, body
+    assert body["message"].startswith(
+        "The properties of group team-c were not saved. Property tenancy.priority-classes: no PriorityClass named "
+        "critcal-prod. List only existing classes in tenancy.priority-classes (critical-prod, "), body
+    status, body = hub.api("PUT", "/groups/team-c/properties", {**before, "tenancy.quota-leaf": "root.b.9"})
+    assert status == 400, body
+    assert body["message"].startswith(
+        "The properties of group team-c were not saved. Property tenancy.quota-leaf: 'root.b.9' is not a node of "
+        "the quota tree (leaves: root.a.1, root.a.2, root.b.1, root.b.2). Set tenancy.quota-leaf to one of the "
+        "leaves"), body
+    assert "\n" not in body["message"]
+    assert stored() == before
+    status, body = hub.api("PUT", "/groups/team-c/properties", {**before, "tenancy.priority-classes": "critcal-prod"},
+                           token=token(hub, "carol"))
+    assert status == 403 and stored() == before  # JupyterHub's own scope check comes first, as before
+    # the service's check the hub asks (admins only; nothing stored)
+    assert svc(hub, "carol", "POST", "/tenants/team-c/check", {"properties": before})[0] == 403
+    status, check = svc(hub, "admin", "POST", "/tenants/team-c/check",
+                        {"properties": {**before, "tenancy.profiles": "smal"}, "profiles": ["small", "large"]})
+    assert status == 200 and check["valid"] is False, check
+    assert check["errors"] == ["property tenancy.profiles: no notebook profile named smal"], check
+    right = {**before, "tenancy.profiles": "small"}
+    try:
+        status, body = hub.api("PUT", "/groups/team-c/properties", right)
+        assert status == 200 and body["properties"] == right, body
+        assert stored() == right
+    finally:
+        hub.api("PUT", "/groups/team-c/properties", before)
 
 
 def test_admins_export_the_recorded_history_as_a_scenario_that_replays(hub):
