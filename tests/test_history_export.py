@@ -238,3 +238,20 @@ async def test_the_services_comparison_plays_the_recorded_history_under_both_tre
     assert whatif_child.main() == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "min" in err, err
+
+
+@pytest.mark.asyncio
+async def test_two_workloads_of_one_name_are_two_workloads_in_the_export(service):
+    """The service tells bob's two "bob-train" jobs apart by id; the scenario must too, or it applies the
+    second as an update of the first and the replay runs one job where two ran."""
+    c, t = service
+    alice = Identity(name="alice", tenants=[x for x in c.tenants if "alice" in x.members])
+    job = {"command": ["train"], "name": "same", "resources": {"requests": {"cpu": "2"}}}
+    first, second = c.submit(alice, job), c.submit(alice, job)
+    c.tick()
+    t[0] = 160
+    doc = recorded_scenario(c, None, 160.0)
+    names = [s["apply"][0]["metadata"]["name"] for s in doc["steps"] if "apply" in s]
+    assert sorted(names) == sorted([f"same-{first.id}", f"same-{second.id}"]), names
+    reports = list(Simulator(parse_scenario(doc)).run())
+    assert {p["owner"] for r in reports for p in r["pods"] if p["phase"] == "Running"} == {f"Job/{n}" for n in names}

@@ -1,6 +1,7 @@
 import { fill, h } from '../dom';
 import { amount, duration, resourceName, sentence } from '../format';
 import { api } from '../live';
+import { idle, share } from './usage';
 
 const time = s => (s === null || s === undefined ? '—' : duration(s));
 const count = n => (n === null || n === undefined ? '—' : String(n));
@@ -8,7 +9,8 @@ const perResource = v => {
   const parts = Object.entries(v || {}).filter(([, x]) => x).map(([r, x]) => `${resourceName(r)} ${amount(r, x)}`);
   return parts.join(', ') || 'none';
 };
-const percent = v => Object.entries(v || {}).map(([r, x]) => `${resourceName(r)} ${Math.round(100 * x)}%`).join(', ') || '—';
+const percent = v => Object.entries(v || {}).map(([r, x]) => `${resourceName(r)} ${share(x)}`).join(', ') || '—';
+const idleHours = v => Object.entries(v || {}).map(([r, x]) => idle(r, x)).join(', ') || 'none';
 
 // What `tenancy whatif` measures, in people's words (its keys are the API's contract, not the page's).
 const TEAM = [
@@ -23,7 +25,7 @@ const TEAM = [
 ];
 const CLUSTER = [
   ['share of capacity used', 'utilisation', percent],
-  ['idle (resource-hours)', 'idle_hours', perResource]
+  ['idle', 'idle_hours', idleHours]
 ];
 
 // The tree editor's "Compare with last week": the service replays its own recorded week under the tree in
@@ -73,7 +75,8 @@ export function comparison(data) {
     } catch (err) {
       fill(out, h('p', { class: 'notice bad', id: 'compare-error', role: 'alert' },
         err.status === 400 ? `This tree is not valid: ${err.message}`
-          : err.status === 404 ? sentence(err.message) : `The comparison failed: ${sentence(err.message)}`));
+          : err.status === 404 ? 'Nothing was recorded in the last 7 days, so there is nothing to compare.'
+            : `The comparison failed: ${sentence(err.message)}`));
     } finally {
       button.disabled = false;
     }

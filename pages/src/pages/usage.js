@@ -1,11 +1,18 @@
 import { fill, h, rows } from '../dom';
-import { amount, duration, resourceName, sentence } from '../format';
+import { amount, duration, isBytes, resourceName, sentence } from '../format';
 import { api, xsrf } from '../live';
 
 const PERIODS = { '1d': 'last day', '7d': 'last 7 days', '30d': 'last 30 days' };
 
 const hours = (res, value) => (value === null || value === undefined ? '—' : amount(res, value));
 const wait = s => (s === null || s === undefined ? '—' : duration(s));
+// A share of capacity: a day of a small demo is well under 1%, which must not read as 0%.
+export const share = x => `${x < 0.1 ? Math.round(1000 * x) / 10 : Math.round(100 * x)}%`;
+// Idle room in the unit people count it in: CPU-hours, GiB-hours, GPU-hours.
+export const idle = (res, value) => {
+  const text = amount(res, value);
+  return isBytes(res) ? `${text}-hours` : `${text} ${resourceName(res)}-hours`;
+};
 
 // The Quota page's Usage view: per team and resource over a period, from GET api/v1/usage (the same
 // visibility as the API: admins every team, users their own), a CSV of the same rows, and the cluster's totals.
@@ -36,8 +43,8 @@ export function usageView(data) {
   }
 
   function clusterSentence(c, words) {
-    const parts = Object.keys(c.utilisation || {}).map(r => `${resourceName(r)} ${Math.round(100 * c.utilisation[r])}% used, ` +
-      `${hours(r, (c.idle_hours || {})[r] || 0)} resource-hours idle`);
+    const parts = Object.keys(c.utilisation || {}).map(r => `${resourceName(r)} ${share(c.utilisation[r])} of capacity used, ` +
+      `${idle(r, (c.idle_hours || {})[r] || 0)} idle`);
     return parts.length ? `The whole cluster over the ${words}: ${parts.join('; ')}.` : '';
   }
 
