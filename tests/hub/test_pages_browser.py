@@ -250,6 +250,7 @@ def test_usage_on_the_quota_page_and_compare_with_last_week_in_the_tree_editor(h
     page's rows), as the admin and as bob (his team only); the tree editor's "Compare with last week"
     after an edit: the service's own week under both trees, in people's words, the API's numbers."""
     import csv
+    import re
 
     from hub_ext.planning.usage import CSV_COLUMNS
 
@@ -263,7 +264,9 @@ def test_usage_on_the_quota_page_and_compare_with_last_week_in_the_tree_editor(h
     teams = [row[0] for row in shown]
     assert {"team-a", "team-b", "team-c"} <= set(teams), shown
     view = page.inner_text("#usage-view")
-    assert "The whole cluster over the last day: CPU" in view and "% used" in view, view
+    # a few CPU-hours of a day of 56 CPUs: a share under 1%, not "0%"
+    assert re.search(r"The whole cluster over the last day: CPU (under 0\.1|0\.[1-9])% of capacity used", view), view
+    assert "CPU-hours idle" in view and "GiB-hours idle" in view, view
     assert "_s" not in view and "_hours" not in view and "p50" not in view, view  # people's words, not keys
     with page.expect_download() as got:
         page.click("#usage-csv")
@@ -289,7 +292,7 @@ def test_usage_on_the_quota_page_and_compare_with_last_week_in_the_tree_editor(h
     except Exception:
         raise AssertionError(f"the comparison says: {page.inner_text('#comparison')!r}") from None
     table = page.inner_text("#compare-table")
-    assert "team-c (root.b.1)" in table and "whole cluster" in table and "wait, median" in table, table
+    assert "team-c (root.b.1)" in table and "whole cluster" in table and "median wait" in table, table
     assert "_s" not in table and "_hours" not in table and "None" not in table, table
     tree = svc(hub, "admin", "GET", "/tree")[1]["tree"]
     for leaf in tree["spec"]["root"]["children"][1]["children"]:

@@ -14,8 +14,8 @@ const idleHours = v => Object.entries(v || {}).map(([r, x]) => idle(r, x)).join(
 
 // What `tenancy whatif` measures, in people's words (its keys are the API's contract, not the page's).
 const TEAM = [
-  ['wait, median', 'wait_p50_s', time],
-  ['wait, 95th percentile', 'wait_p95_s', time],
+  ['median wait', 'wait_p50_s', time],
+  ['95th percentile wait', 'wait_p95_s', time],
   ['its work stopped', 'evictions_suffered', count],
   ["stopped others' work", 'evictions_caused', count],
   ['borrowed (resource-hours)', 'borrowed_hours', perResource],
