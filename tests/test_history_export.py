@@ -185,3 +185,73 @@ async def test_usage_per_team_from_the_recorded_history(service):
     assert by_user["alice"]["evictions_suffered"] == 1 and by_user["bob"]["evictions_caused"] == 1
     assert by_user["alice"]["borrowed_hours"] is None
     assert usage(c, 60, 1000.0) is None  # nothing in that period
+
+
+@pytest.mark.asyncio
+async def test_usage_counts_the_nodes_as_they_were_and_names_the_cluster_row(service):
+    """n2 (8 CPUs) joins at t=290: over 100..300 the cluster had 8*190 + 16*10 = 1680 CPU-s, of which 950 used
+    (not 950 of today's 16*200). The cluster's row is named and totals what the teams used, in the CSV too."""
+    from hub_ext.planning.usage import CSV_COLUMNS, csv_rows, usage
+    from hub_ext.planning.usage_text import render
+
+    c, t = service
+    _record(c, t)
+    t[0] = 290
+    c.add_nodes([parse_node({"name": "n2", "allocatable": {"cpu": "8"}}, "n2")])
+    report = usage(c, 200, 300.0, "team")
+    cluster = report["cluster"]
+    assert cluster["utilisation"]["cpu"] == round(950 / 1680, 4)
+    assert cluster["idle_hours"]["cpu"] == round((1680 - 950) / 3600, 3)
+    assert cluster["name"] == "cluster" and cluster["used_hours"]["cpu"] == round(710 / 3600, 3) + round(240 / 3600, 3)
+    rows = csv_rows(report)
+    assert rows[0] == CSV_COLUMNS and len({len(r) for r in rows}) == 1
+    last = dict(zip(CSV_COLUMNS, next(r for r in rows if r[0] == "cluster" and r[1] == "cpu")))
+    assert (last["utilisation"], last["idle_hours"], last["wait_p50_s"]) == (round(950 / 1680, 4),
+                                                                               round(730 / 3600, 3), "")
+    assert render(report, "json").splitlines()[-1].startswith('{"scope": "cluster", "name": "cluster"')
+
+
+@pytest.mark.asyncio
+async def test_the_services_comparison_plays_the_recorded_history_under_both_trees(service, capsys, monkeypatch):
+    """What ``POST /api/v1/whatif`` runs in its own process: under the recorded tree b1 reclaims from a1
+    (as recorded); with b's guarantee taken away it cannot, and waits for a1 to end (100 s after t=100)."""
+    import copy
+    import io
+    import json
+
+    from hub_ext.planning import whatif_child
+
+    c, t = service
+    _record(c, t)
+    doc = recorded_scenario(c, None, 300.0)
+    proposed = copy.deepcopy(MANIFEST)
+    proposed["spec"]["root"]["children"][1]["min"] = {"cpu": "0"}
+    rows = {r.get("name", "cluster"): r for r in whatif_child.rows({"scenario": doc, "tree": proposed})}
+    assert set(rows) == {"a", "b", "cluster"}
+    a, b = rows["a"], rows["b"]
+    assert (a["current"]["evictions_suffered"], b["current"]["evictions_caused"]) == (1, 1)
+    assert (a["proposed"]["evictions_suffered"], b["proposed"]["evictions_caused"]) == (0, 0)
+    assert (b["current"]["wait_p50_s"], b["proposed"]["wait_p50_s"]) == (5, 90)  # reclaim's grace; a1's rest
+    bad = copy.deepcopy(proposed)
+    bad["spec"]["root"]["children"][1]["min"] = {"cpu": "9"}  # above root's max of 8
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps({"scenario": doc, "tree": bad})))
+    assert whatif_child.main() == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "min" in err, err
+
+
+@pytest.mark.asyncio
+async def test_two_workloads_of_one_name_are_two_workloads_in_the_export(service):
+    """The service tells bob's two "bob-train" jobs apart by id; the scenario must too, or it applies the
+    second as an update of the first and the replay runs one job where two ran."""
+    c, t = service
+    alice = Identity(name="alice", tenants=[x for x in c.tenants if "alice" in x.members])
+    job = {"command": ["train"], "name": "same", "resources": {"requests": {"cpu": "2"}}}
+    first, second = c.submit(alice, job), c.submit(alice, job)
+    c.tick()
+    t[0] = 160
+    doc = recorded_scenario(c, None, 160.0)
+    names = [s["apply"][0]["metadata"]["name"] for s in doc["steps"] if "apply" in s]
+    assert sorted(names) == sorted([f"same-{first.id}", f"same-{second.id}"]), names
+    reports = list(Simulator(parse_scenario(doc)).run())
+    assert {p["owner"] for r in reports for p in r["pods"] if p["phase"] == "Running"} == {f"Job/{n}" for n in names}

@@ -14,7 +14,9 @@ What the scenario holds, and where it comes from:
   its replicas, a notebook as a bare Pod, with its priority class, requests and
   grace period), with its observed run time as ``tenancy.jupyter.org/duration``;
   a cancellation (or a stopped notebook) as a delete at that time; each tree an
-  admin put in force as an apply of it; ``advance`` steps between.
+  admin put in force as an apply of it; ``advance`` steps between. Workloads of
+  a namespace that share a name (the service tells them apart by id) get their
+  id after the name, or the scenario would apply the second as an update of the first.
 
 Observed run time: of a workload that succeeded, its pods' longest run (from
 admission to end; an evicted attempt does not count, the replay evicts it
@@ -26,6 +28,8 @@ still active at its start is applied at time 0.
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 from ..quota.quantity import format_list
 from ..scheduler.model import PREEMPTED, RECLAIMED
@@ -51,14 +55,23 @@ def run_time(row, end: float) -> float:
     return (row.finished or end) - row.created
 
 
-def workload_manifest(row, end: float) -> dict:
+def scenario_names(rows) -> dict[str, str]:
+    """workload id -> its name in the scenario. The service tells work apart by id, so two of a namespace's
+    workloads may share a name (bob's two "bob-train" jobs); a scenario keys objects by kind, namespace and
+    name, and would take the second for an update of the first. Those get their id after their name."""
+    same = Counter((r.kind == NOTEBOOK, r.namespace, r.name) for r in rows)
+    return {r.id: r.name if same[(r.kind == NOTEBOOK, r.namespace, r.name)] == 1 else f"{r.name[:54]}-{r.id}"
+            for r in rows}
+
+
+def workload_manifest(row, end: float, name: str | None = None) -> dict:
     spec = row.spec or {}
     annotations = {"tenancy.jupyter.org/duration": _seconds(run_time(row, end))}
     pod = {"priorityClassName": spec.get("priorityClassName"),
            "containers": [{"name": row.kind, "resources": spec.get("resources") or {}}]}
     if spec.get("gracePeriodSeconds") is not None:
         pod["terminationGracePeriodSeconds"] = spec["gracePeriodSeconds"]
-    meta = {"name": row.name, "namespace": row.namespace, "annotations": annotations}
+    meta = {"name": name or row.name, "namespace": row.namespace, "annotations": annotations}
     if row.kind == NOTEBOOK:
         return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod}
     replicas = spec.get("replicas", 1)
@@ -68,8 +81,8 @@ def workload_manifest(row, end: float) -> dict:
             "spec": {"parallelism": replicas, "completions": replicas, "template": {"spec": pod}}}
 
 
-def _ref(row) -> dict:
-    return {"kind": "Pod" if row.kind == NOTEBOOK else "Job", "namespace": row.namespace, "name": row.name}
+def _ref(row, name: str) -> dict:
+    return {"kind": "Pod" if row.kind == NOTEBOOK else "Job", "namespace": row.namespace, "name": name}
 
 
 def tree_at(events, start: float, now_manifest):
@@ -153,13 +166,14 @@ def export(rows, tree_events, *, start: float, end: float, engine, tree_manifest
     for e in tree_events:
         if start < e.time <= end and (e.details or {}).get("manifest"):
             actions.append((e.time, 0, {"name": "the quota tree changed", "apply": [e.details["manifest"]]}))
-    for row in sorted(rows, key=lambda r: (r.created, r.id)):
-        if row.created > end or (row.finished is not None and row.finished < start):
-            continue
-        at = max(row.created, start)
-        actions.append((at, 2, {"name": f"{row.user} submitted {row.name}", "apply": [workload_manifest(row, end)]}))
+    kept = [r for r in sorted(rows, key=lambda r: (r.created, r.id))
+            if not (r.created > end or (r.finished is not None and r.finished < start))]
+    names = scenario_names(kept)
+    for row in kept:
+        at, name = max(row.created, start), names[row.id]
+        actions.append((at, 2, {"name": f"{row.user} submitted {name}", "apply": [workload_manifest(row, end, name)]}))
         if row.state in CANCELLED and row.finished is not None and row.finished <= end:
-            actions.append((row.finished, 1, {"name": f"{row.name} was cancelled", "delete": [_ref(row)]}))
+            actions.append((row.finished, 1, {"name": f"{name} was cancelled", "delete": [_ref(row, name)]}))
     actions.sort(key=lambda a: (a[0], a[1]))
     steps, now = [], start
     for i, (at, _, step) in enumerate(actions):

@@ -11,10 +11,15 @@ keys of ``tenancy whatif``. Grouped ``by``:
 - ``user``: who submitted it; a user has no guarantee of their own, so borrowed, lent
   and below-guarantee are left out (``null``).
 
-Capacity and guarantees are today's (the store keeps no history of either).
+Capacity is the nodes' as the service noted them (an event ``nodes`` at its start and
+whenever a node joined, changed or went: a step function over the period); today's
+where nothing was noted by the period's start. Guarantees are today's (the tree's
+edits are kept, but a team's ``min`` is not re-derived from each of them).
 """
 
 from __future__ import annotations
+
+from collections import Counter
 
 from ..quota.errors import ValidationError
 from ..quota.quantity import parse_resource_list
@@ -60,9 +65,32 @@ class _Keys:
         return None if self.by == "user" else self.leaf(namespace)
 
 
-def history_timeline(rows, eviction_events, *, start: float, end: float, engine, by: str = "team") -> Timeline:
+def _total(nodes: list) -> dict:
+    total: Counter = Counter()
+    for n in nodes:
+        try:
+            total.update(parse_resource_list(n.get("allocatable") or {}, "allocatable"))
+        except ValidationError:
+            continue  # a node noted with an amount we cannot read adds nothing rather than failing the report
+    return dict(total)
+
+
+def capacity_steps(node_events, start: float, end: float, now_capacity: dict) -> list:
+    """[(at, capacity)]: the nodes noted last by ``start`` (today's when none was), then each change noted
+    within the period."""
+    before = [e for e in node_events if e.time <= start and (e.details or {}).get("nodes") is not None]
+    steps = [(start, _total(before[-1].details["nodes"]) if before else dict(now_capacity))]
+    for e in node_events:
+        if start < e.time <= end and (e.details or {}).get("nodes") is not None:
+            steps.append((e.time, _total(e.details["nodes"])))
+    return steps
+
+
+def history_timeline(rows, eviction_events, *, start: float, end: float, engine, by: str = "team",
+                     node_events=()) -> Timeline:
     keys = _Keys(by, engine, rows)
-    timeline = Timeline(start, end, capacity=[(start, dict(engine.cluster.capacity))], tree=engine.quota.tree is not None)
+    timeline = Timeline(start, end, capacity=capacity_steps(node_events, start, end, engine.cluster.capacity),
+                        tree=engine.quota.tree is not None)
     mins, managed = {}, {}
     if by != "user":
         leaves = {name: node for name, node in engine.quota.nodes.items() if node.is_leaf}
@@ -110,8 +138,14 @@ def usage(controller, since_seconds: float, now: float, by: str = "team") -> dic
     if not rows:
         return None
     events = store.events_of_type(PREEMPTED) + store.events_of_type(RECLAIMED)
-    timeline = history_timeline(rows, events, start=now - since_seconds, end=now, engine=controller.engine, by=by)
+    timeline = history_timeline(rows, events, start=now - since_seconds, end=now, engine=controller.engine, by=by,
+                                node_events=store.events_of_type("nodes"))
     teams, cluster = measure(timeline)
+    used: Counter = Counter()
+    for values in teams.values():
+        used.update(values["used_hours"])
+    # Named, and with what was used in all: one row among the teams' in a table or a CSV file.
+    cluster = {"name": "cluster", "used_hours": {r: round(v, 3) for r, v in sorted(used.items())}, **cluster}
     if by == "user":
         for values in teams.values():
             values.update(borrowed_hours=None, lent_hours=None, below_guarantee_s=None)
@@ -134,11 +168,14 @@ def seen_by(report: dict, who) -> dict:
     return {**report, "teams": [t for t in report["teams"] if set(t["namespaces"]) & mine]}
 
 
+CSV_COLUMNS = ["name", "resource", "used_hours", "borrowed_hours", "lent_hours", "below_guarantee_s", "wait_p50_s",
+               "wait_p95_s", "evictions_suffered", "evictions_caused", "never_started", "utilisation", "idle_hours"]
+
+
 def csv_rows(report: dict) -> list[list]:
-    """One row per group and resource (the per-resource hours side by side), then the cluster's."""
-    header = ["name", "resource", "used_hours", "borrowed_hours", "lent_hours", "below_guarantee_s", "wait_p50_s",
-              "wait_p95_s", "evictions_suffered", "evictions_caused", "never_started"]
-    out = [header]
+    """One row per group and resource (the per-resource hours side by side), then the cluster's, one per
+    resource (named ``cluster``: used, utilisation and idle hours; the teams' columns empty)."""
+    out = [list(CSV_COLUMNS)]
     for team in report["teams"]:
         resources = sorted(set(team["used_hours"]) | set(team["borrowed_hours"] or {}) | set(team["lent_hours"] or {}))
         for res in resources or [""]:
@@ -146,5 +183,9 @@ def csv_rows(report: dict) -> list[list]:
                         *(("" if team[k] is None else team[k].get(res, 0)) for k in ("borrowed_hours", "lent_hours")),
                         *("" if team[k] is None else team[k] for k in ("below_guarantee_s", "wait_p50_s", "wait_p95_s",
                                                                        "evictions_suffered", "evictions_caused",
-                                                                       "never_started"))])
+                                                                       "never_started")), "", ""])
+    cluster = report["cluster"]
+    for res in sorted(set(cluster.get("used_hours") or {}) | set(cluster["utilisation"]) | set(cluster["idle_hours"])):
+        out.append([cluster.get("name", "cluster"), res, (cluster.get("used_hours") or {}).get(res, 0), "", "", "", "",
+                    "", "", "", "", cluster["utilisation"].get(res, ""), cluster["idle_hours"].get(res, "")])
     return out

@@ -217,6 +217,19 @@ class APIHandler(HubOAuthenticated, SecureHeaders):
         except ValidationError as err:
             raise web.HTTPError(400, str(err)) from None
 
+    def tree_body(self):
+        """([the manifest], the parsed tree) of a body that is one ElasticQuotaTree (JSON or YAML); a 400 with
+        ``tenancy validate``'s words otherwise."""
+        raw = self.raw_body().decode("utf-8", "replace")
+        try:
+            docs = load_yaml(raw, "request body")  # JSON is YAML too
+            if len(docs) != 1:
+                raise ValidationError("request body: send one ElasticQuotaTree")
+            check_text(docs[0], "request body")  # YAML's "\ud800" escape too
+            return docs, parse_tree(docs[0])
+        except ValidationError as err:
+            raise web.HTTPError(400, str(err)) from None
+
     def send(self, data, status: int = 200):
         self.set_status(status)
         self.finish(json.dumps(data, default=str))
@@ -296,15 +309,7 @@ class TreeHandler(APIHandler):
     async def put(self):
         if not self.identity.admin:
             raise web.HTTPError(403, "only admins may change the quota tree")
-        raw = self.raw_body().decode("utf-8", "replace")
-        try:
-            docs = load_yaml(raw, "request body")  # JSON is YAML too
-            if len(docs) != 1:
-                raise ValidationError("request body: send one ElasticQuotaTree")
-            check_text(docs[0], "request body")  # YAML's "\ud800" escape too
-            tree = parse_tree(docs[0])
-        except ValidationError as err:
-            raise web.HTTPError(400, str(err)) from None
+        docs, tree = self.tree_body()
         dry_run = self.get_argument("dryRun", "false").lower() in ("1", "true", "yes")
         c = self.controller
         preview = c.preview_tree(tree)

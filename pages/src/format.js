@@ -2,7 +2,7 @@
 // the Lab extension shares (labextension/src/vocabulary.ts, compiled into this bundle by esbuild).
 import { duration, isBytes, quantity, resourceName, sentence, startedAt, when } from '../../labextension/src/vocabulary';
 
-export { amount, datasetState, duration, quantity, resourceName, sentence, startedAt, stateWord, timeOfDay, when } from '../../labextension/src/vocabulary';
+export { amount, datasetState, duration, isBytes, quantity, resourceName, sentence, startedAt, stateWord, timeOfDay, when } from '../../labextension/src/vocabulary';
 
 // For chart axes: memory in GiB, everything else as is.
 export function plotValue(res, value) {

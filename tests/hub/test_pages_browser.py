@@ -246,6 +246,74 @@ def test_tree_editor_previews_victims_and_a_lowered_max_and_changes_nothing_unti
     page.context.close()
 
 
+def test_usage_on_the_quota_page_and_compare_with_last_week_in_the_tree_editor(hub, story, browser):
+    """Issue 25's pages: the Quota page's Usage view (a period picked, its CSV downloaded and read: the
+    page's rows), as the admin and as bob (his team only); the tree editor's "Compare with last week"
+    after an edit: the service's own week under both trees, in people's words, the API's numbers."""
+    import csv
+    import re
+
+    from hub_ext.planning.usage import CSV_COLUMNS
+
+    page = logged_in(browser, hub, "admin")
+    open_page(page, hub, "quota")
+    page.wait_for_selector("#usage tbody tr[data-team='team-c']")
+    page.select_option("#usage-period", "1d")
+    wait_for(lambda: page.get_attribute("#usage-view", "data-since") == "1d", "the last day's usage")
+    shown = page.eval_on_selector_all("#usage tbody tr[data-resource='cpu']", """trs => trs.map(tr =>
+        [tr.dataset.team, ...[...tr.querySelectorAll('th, td')].map(c => c.textContent)])""")
+    teams = [row[0] for row in shown]
+    assert {"team-a", "team-b", "team-c"} <= set(teams), shown
+    view = page.inner_text("#usage-view")
+    # a few CPU-hours of a day of 56 CPUs: a share under 1%, not "0%"
+    assert re.search(r"The whole cluster over the last day: CPU (under 0\.1|0\.[1-9])% of capacity used", view), view
+    assert "CPU-hours idle" in view and "GiB-hours idle" in view, view
+    assert "_s" not in view and "_hours" not in view and "p50" not in view, view  # people's words, not keys
+    with page.expect_download() as got:
+        page.click("#usage-csv")
+    download = got.value
+    assert download.suggested_filename == "tenancy-usage-1d-by-team.csv"
+    with open(download.path(), newline="") as f:
+        saved = list(csv.reader(f))
+    assert saved[0] == CSV_COLUMNS and saved[-1][0] == "cluster"
+    by_team = {row[0]: dict(zip(CSV_COLUMNS, row)) for row in saved[1:] if row[1] == "cpu" and row[0] != "cluster"}
+    assert set(by_team) == set(teams), (by_team.keys(), teams)
+    for team, *cells in shown:  # team, resource, used, borrowed, lent, below, p50, p95, stopped, stopped others
+        assert cells[8] == by_team[team]["evictions_suffered"] and cells[9] == by_team[team]["evictions_caused"]
+    assert int(by_team["team-b"]["evictions_suffered"]) >= 1  # carol's job reclaimed one of bob's
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.locator("#usage-view").screenshot(path=str(SHOTS / "quota-usage.png"))
+
+    open_page(page, hub, "tree")
+    edit(page, "root.b.1", "min cpu", 20)  # team-c guaranteed 20, team-d nothing
+    edit(page, "root.b.2", "min cpu", 0)
+    page.click("#compare")
+    try:
+        page.wait_for_selector("#compare-table tbody tr", timeout=60_000)
+    except Exception:
+        raise AssertionError(f"the comparison says: {page.inner_text('#comparison')!r}") from None
+    table = page.inner_text("#compare-table")
+    assert "team-c (root.b.1)" in table and "whole cluster" in table and "median wait" in table, table
+    assert "_s" not in table and "_hours" not in table and "None" not in table, table
+    tree = svc(hub, "admin", "GET", "/tree")[1]["tree"]
+    for leaf in tree["spec"]["root"]["children"][1]["children"]:
+        leaf["min"]["cpu"] = "20" if leaf["name"] == "root.b.1" else "0"
+    status, body = svc(hub, "admin", "POST", "/whatif?since=7d", tree)
+    assert status == 200, body
+    c = next(r for r in body["rows"] if r.get("name") == "root.b.1")
+    cells = page.locator("#compare-table tr[data-team='root.b.1'][data-measure='evictions_caused'] td").all_inner_texts()
+    assert cells == ["stopped others' work", str(c["current"]["evictions_caused"]), str(c["proposed"]["evictions_caused"])]
+    shot(page, "tree-compare")
+    assert svc(hub, "admin", "GET", "/tree")[1]["quota"]["root.b.1"]["min"]["cpu"] == "10"  # nothing applied
+    page.context.close()
+
+    page = logged_in(browser, hub, "bob")
+    open_page(page, hub, "quota")
+    page.wait_for_selector("#usage tbody tr[data-team]")
+    assert set(page.eval_on_selector_all("#usage tbody tr[data-team]", "trs => trs.map(t => t.dataset.team)")) == {"team-b"}
+    page.context.close()
+
+
 def test_a_broken_group_is_flagged_for_admins_and_kept_out_of_the_spawn_form(hub, story, browser):
     assert hub.api("POST", "/groups/team-x")[0] in (201, 409)
     hub.api("POST", "/groups/team-x/users", {"users": ["erin"]})

@@ -508,3 +508,102 @@ def test_admins_export_the_recorded_history_as_a_scenario_that_replays(hub):
     carols = {t["group"] for t in svc(hub, "carol", "GET", "/me")[1]["tenants"]}
     assert "team-c" in seen["admin"] and "team-c" in seen["carol"] <= carols, seen
     assert "team-c" not in seen["bob"], seen  # users see their own teams only
+
+
+def _stop_everything(hub) -> None:
+    """Every server stopped and every job cancelled, until nothing runs or waits."""
+    status, users = hub.api("GET", "/users")
+    assert status == 200, users
+    for user in users:
+        for name in (user.get("servers") or {}):
+            hub.stop_server(user["name"], name, timeout=60)
+    for state in ("Pending", "Running"):  # jobs, and any notebook the hub did not list
+        for w in workloads(hub, "admin", state=state):
+            svc(hub, "admin", "DELETE", f"/workloads/{w['id']}")
+    wait_for(lambda: not workloads(hub, "admin", state="Pending") and not workloads(hub, "admin", state="Running"),
+             "nothing to run or wait", timeout=60)
+
+
+def _same_numbers(ours: dict | None, theirs: dict | None) -> bool:
+    """Equal but for the last decimal: both ends of the period are "now", a few seconds apart, and each
+    export's advances are rounded to the millisecond."""
+    if ours is None or theirs is None:
+        return ours is theirs
+    for key in set(ours) | set(theirs):
+        a, b = ours.get(key), theirs.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            if a.keys() != b.keys() or any(abs(a[k] - b[k]) > 0.01 for k in a):
+                return False
+        elif isinstance(a, (int, float)) and isinstance(b, (int, float)):
+            if abs(a - b) > 0.01:
+                return False
+        elif a != b:
+            return False
+    return True
+
+
+def test_usage_as_a_csv_file_and_the_recorded_history_under_a_proposed_tree(hub):
+    """The module's last test: it stops all work first. With nothing running or waiting, the moment a period
+    ends changes no team's numbers, so the service's CSV is `tenancy usage --csv`'s and its comparison
+    (POST /whatif) is `tenancy whatif` on the history `tenancy history export` writes."""
+    import copy
+    import csv
+    import io
+
+    from hub_ext.planning.usage import CSV_COLUMNS
+
+    _stop_everything(hub)
+    admin_env = {**os.environ, "TENANCY_API_URL": hub.url(API), "JUPYTERHUB_API_TOKEN": token(hub, "admin")}
+    r = hub.request("GET", f"{API}/usage?since=1d&format=csv", token=token(hub, "admin"))
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/csv"), r.text[:300]
+    assert r.headers["Content-Disposition"] == 'attachment; filename="tenancy-usage-1d-by-team.csv"'
+    served = list(csv.reader(io.StringIO(r.text)))
+    out = subprocess.run([sys.executable, "-m", "hub_ext.cli", "usage", "--since", "1d", "--csv"], env=admin_env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    printed = list(csv.reader(io.StringIO(out.stdout)))
+    assert served[0] == printed[0] == CSV_COLUMNS
+    assert [row[:11] for row in served if row[0] != "cluster"] == [row[:11] for row in printed if row[0] != "cluster"]
+    assert "team-c" in {row[0] for row in served} and served[-1][0] == "cluster"
+    r = hub.request("GET", f"{API}/usage?since=1d", token=token(hub, "carol"), headers={"Accept": "text/csv"})
+    assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/csv")
+    carols = {t["group"] for t in svc(hub, "carol", "GET", "/me")[1]["tenants"]}
+    assert {row[0] for row in csv.reader(io.StringIO(r.text))} - {"name", "cluster"} <= carols
+    status, body = svc(hub, "admin", "GET", "/usage?format=xml")
+    assert status == 400 and body["error"] == "format: 'xml' is not json or csv"
+
+    tree = svc(hub, "admin", "GET", "/tree")[1]["tree"]
+    proposed = copy.deepcopy(tree)
+    proposed["metadata"]["name"] = "proposed"
+    for team in proposed["spec"]["root"]["children"]:  # no team guarantees anything: nobody reclaims
+        for leaf in [team, *team.get("children", [])]:
+            leaf["min"] = {r: "0" for r in leaf.get("min", {})}
+    status, body = svc(hub, "admin", "POST", "/whatif?since=1d", proposed)
+    assert status == 200, body
+    ours = {row.get("name", "cluster"): row for row in body["rows"]}
+    scenario, tree_file = hub.workdir / "history.yaml", hub.workdir / "proposed.json"
+    out = subprocess.run([sys.executable, "-m", "hub_ext.cli", "history", "export", "--since", "1d"], env=admin_env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    scenario.write_text(out.stdout)
+    tree_file.write_text(json.dumps(proposed))
+    out = subprocess.run([sys.executable, "-m", "hub_ext.cli", "whatif", str(scenario), "--tree", str(tree_file),
+                          "--json"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    theirs = {row.get("name", "cluster"): row for row in map(json.loads, out.stdout.splitlines())}
+    assert ours.keys() == theirs.keys() and {"root.a.1", "root.b.1"} <= ours.keys(), (ours.keys(), theirs.keys())
+    for name, row in ours.items():
+        if row["scope"] == "team":
+            assert _same_numbers(row["current"], theirs[name]["current"]), (name, row, theirs[name])
+            assert _same_numbers(row["proposed"], theirs[name]["proposed"]), (name, row, theirs[name])
+    assert ours["root.b.1"]["current"]["waits"] >= 1, ours["root.b.1"]  # carol's history-job at least
+    assert ours["cluster"]["current"]["utilisation"].keys() == theirs["cluster"]["current"]["utilisation"].keys()
+
+    status, body = svc(hub, "carol", "POST", "/whatif?since=1d", proposed)
+    assert status == 403 and body["error"].startswith("only admins may compare trees"), body
+    bad = copy.deepcopy(tree)
+    bad["spec"]["root"]["children"][0]["min"]["cpu"] = "500"  # above the root's max
+    status, body = svc(hub, "admin", "POST", "/whatif?since=1d", bad)
+    assert status == 400 and "\n" not in body["error"] and "min cpu 500" in body["error"], body
+    status, body = svc(hub, "admin", "POST", "/whatif?since=1x", proposed)
+    assert status == 400 and body["error"] == "since: '1x' is not a period (write it as 30m, 24h, 7d or 2w)"

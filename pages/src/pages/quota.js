@@ -2,6 +2,7 @@ import { line, timeChart } from '../charts';
 import { fill, h, rows } from '../dom';
 import { amount, colour, plotValue, resourceName, sentence, unit, when } from '../format';
 import { appendSample } from '../live';
+import { usageView } from './usage';
 
 function depth(quota, name) {
   let d = 0;
@@ -116,6 +117,7 @@ export function quota(data, live) {
   plots();
   const log = (data.evictions || []).slice();
   evictions(log);
+  usageView(data);
   live.on('sample', sample => {
     snap = sample;
     appendSample(history, sample);

@@ -1,6 +1,7 @@
 import { fill, h, rows } from '../dom';
 import { resourceName, sentence, when } from '../format';
 import { api } from '../live';
+import { comparison } from './compare';
 
 // The quota-tree editor: nodes as rows (min and max per resource, namespaces on leaves), a preview from the
 // engine's dry run, then apply. Nothing is sent but the whole tree, as PUT api/v1/tree (?dryRun=true first).
@@ -10,6 +11,7 @@ export function tree(data) {
   let nodes = [];
   let resources = [];
   let previewed = null; // the manifest last previewed without errors
+  const week = comparison(data);
 
   function load(manifest) {
     nodes = [];
@@ -56,6 +58,7 @@ export function tree(data) {
 
   function changed() {
     previewed = null;
+    week.clear(); // a comparison shown is of the tree as it was
     document.getElementById('apply').disabled = true;
   }
 
@@ -186,6 +189,7 @@ export function tree(data) {
   audit(data.audit || []);
   document.getElementById('preview').addEventListener('click', preview);
   document.getElementById('apply').addEventListener('click', apply);
+  document.getElementById('compare').addEventListener('click', () => week.compare(manifest()));
   document.getElementById('reset').addEventListener('click', () => { load(original); changed(); render(); fill(document.getElementById('result')); });
   document.getElementById('add-root-child').addEventListener('click', () => addChild(nodes.find(n => n.parent === null)));
 }
