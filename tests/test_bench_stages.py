@@ -117,6 +117,46 @@ def test_what_a_side_asked_of_the_api_server_is_the_difference_of_its_counters()
     assert apiserver.difference(None, apiserver.parse(after)) == {} and apiserver.line({}) is None
 
 
+class _Answer:
+    def __init__(self, status: int, data: bytes):
+        self.status, self.data = status, data
+
+    def read(self) -> bytes:
+        return self.data
+
+
+class _ProfilingServer:
+    """An ApiClient whose API server answers ``/debug/pprof/profile`` with ``answer`` (or raises it)."""
+
+    def __init__(self, answer):
+        self.answer, self.asked = answer, []
+
+    def param_serialize(self, **request):
+        return (request["resource_path"], request["query_params"])
+
+    def call_api(self, path, query, _request_timeout=None):
+        self.asked.append((path, query, _request_timeout))
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def test_the_api_servers_profile_of_a_side_is_written_or_one_line_says_why_not(tmp_path):
+    from hub_ext.bench import apiserver
+
+    server = _ProfilingServer(_Answer(200, b"pprof bytes"))
+    path = tmp_path / "p-200-r0-service.pprof"
+    assert apiserver.Profile(server, 7.6, str(path)).start().stop() == {"path": str(path), "seconds": 7}
+    assert path.read_bytes() == b"pprof bytes" and server.asked == [("/debug/pprof/profile", [("seconds", 7)], 37)]
+
+    refused = apiserver.Profile(_ProfilingServer(_Answer(404, b"not found")), 5, str(tmp_path / "x")).start().stop()
+    assert refused == {"problem": "kube-apiserver did not give a CPU profile (404; is it started with "
+                                  "--profiling=true, and is this an admin's kubeconfig?)"}
+    failed = apiserver.Profile(_ProfilingServer(OSError("connection\n refused")), 5, str(tmp_path / "y")).start().stop()
+    assert failed == {"problem": "kube-apiserver's CPU profile failed: connection refused"}
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
 def test_the_backends_stage_log_is_off_by_default_and_writes_a_line_per_create(tmp_path):
     import asyncio
     import json
