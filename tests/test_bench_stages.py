@@ -64,12 +64,12 @@ def test_the_core_sampler_reads_each_core_each_interval():
         assert all(0.0 <= v <= 1.0 for v in busy.values()), busy
 
 
-def _cluster_bench():
+def _cluster_bench(name: str = "cluster_bench"):
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "tools" / "bench" / "cluster_bench.py"
-    spec = importlib.util.spec_from_file_location("cluster_bench", path)
+    path = Path(__file__).resolve().parents[1] / "tools" / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -155,6 +155,39 @@ def test_the_api_servers_profile_of_a_side_is_written_or_one_line_says_why_not(t
     failed = apiserver.Profile(_ProfilingServer(OSError("connection\n refused")), 5, str(tmp_path / "y")).start().stop()
     assert failed == {"problem": "kube-apiserver's CPU profile failed: connection refused"}
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+TRACES = """File: kube-apiserver
+Type: cpu
+-----------+-------------------------------------------------------
+      30ms   encoding/json.appendCompact
+             k8s.io/apimachinery/pkg/runtime/serializer/json.(*Serializer).doEncode
+             k8s.io/apiserver/pkg/endpoints/handlers.(*WatchServer).HandleHTTP
+             k8s.io/apiserver/pkg/endpoints/filters.withAuthentication.func1
+-----------+-------------------------------------------------------
+     0.05s   runtime.mallocgc
+             sigs.k8s.io/structured-merge-diff/v6/typed.handleAtom
+             k8s.io/apimachinery/pkg/util/managedfields/internal.(*FieldManager).Update
+             k8s.io/apiserver/pkg/storage/etcd3.(*store).GuaranteedUpdate
+             k8s.io/apiserver/pkg/endpoints/filters.withAuthentication.func1
+-----------+-------------------------------------------------------
+      20ms   crypto/internal/fips140/nistec.p256PointDoubleAsm
+             crypto/x509.(*Certificate).Verify
+             k8s.io/apiserver/pkg/endpoints/filters.withAuthentication.func1
+-----------+-------------------------------------------------------
+      10ms   runtime.futex
+             runtime.mcall
+"""
+
+
+def test_each_profile_sample_goes_to_the_category_its_nearest_frame_names():
+    pprof_shares = _cluster_bench("pprof_shares")
+    total, by = pprof_shares.shares(TRACES)
+    assert round(total, 3) == 0.11
+    # the filter every request passes through (authentication) names none of them: the nearer frame does
+    assert {k: round(v, 3) for k, v in by.items()} == {
+        "watch: serving events: JSON encode": 0.03, "managedFields (field manager)": 0.05,
+        "authentication (client certificates)": 0.02, "other": 0.01}
 
 
 def test_the_backends_stage_log_is_off_by_default_and_writes_a_line_per_create(tmp_path):
