@@ -155,6 +155,11 @@ def test_the_api_servers_profile_of_a_side_is_written_or_one_line_says_why_not(t
     failed = apiserver.Profile(_ProfilingServer(OSError("connection\n refused")), 5, str(tmp_path / "y")).start().stop()
     assert failed == {"problem": "kube-apiserver's CPU profile failed: connection refused"}
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+    assert apiserver.profile_line({"apiserver_profile": {"path": str(path), "seconds": 7}}) == \
+        f"    kube-apiserver's CPU profile: {path} (its first 7 s; tools/bench/pprof_shares.py reads it)"
+    assert apiserver.profile_line({"apiserver_profile": refused}) == \
+        f"    kube-apiserver's CPU profile: none ({refused['problem']})"
+    assert apiserver.profile_line({}) is None
 
 
 TRACES = """File: kube-apiserver

@@ -112,3 +112,14 @@ class Profile:
         if self.problem is None and self._thread.is_alive():
             self.problem = "kube-apiserver's CPU profile did not come in time"
         return {"problem": self.problem} if self.problem else {"path": self.path, "seconds": self.seconds}
+
+
+def profile_line(side: dict) -> str | None:
+    """One line of text: where the side's kube-apiserver profile went, or why there is none."""
+    taken = side.get("apiserver_profile")
+    if not taken:
+        return None
+    if taken.get("problem"):
+        return f"    kube-apiserver's CPU profile: none ({taken['problem']})"
+    return (f"    kube-apiserver's CPU profile: {taken['path']} (its first {taken['seconds']} s; "
+            "tools/bench/pprof_shares.py reads it)")

@@ -314,8 +314,8 @@ def _line(row: dict) -> str:
 
 
 def _side_lines(title: str, side: dict) -> list[str]:
-    asked = apiserver.line(side.get("api_server") or {})
-    return stages.lines(title, side) + ([asked] if asked else [])
+    extra = [apiserver.line(side.get("api_server") or {}), apiserver.profile_line(side)]
+    return stages.lines(title, side) + [line for line in extra if line]
 
 
 def _watched_line(row: dict) -> str:
