@@ -407,6 +407,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workdir", default=None, help="with --cluster: where the hub's and service's files go")
     p.add_argument("--profile", default=None, metavar="PREFIX",
                    help="with --cluster: py-spy flame graphs of the service, PREFIX-<pods>.svg")
+    p.add_argument("--apiserver-profile", default=None, metavar="PREFIX",
+                   help="with --cluster: kube-apiserver's CPU profile of each side, PREFIX-<pods>-<round>-<side>.pprof "
+                        "(go tool pprof -top FILE); needs an admin's kubeconfig and kube-apiserver's --profiling "
+                        "(tools/bench/cluster_bench.py turns it on)")
+    p.add_argument("--apiserver-profile-seconds", type=_positive, default=15,
+                   help="with --apiserver-profile: how long each profile runs from its side's start (keep it "
+                        "under the shortest side, so that each covers work only)")
     p.set_defaults(func=_bench)
 
     p = sub.add_parser("submit", help="submit a training job (inside a hub notebook or terminal)")

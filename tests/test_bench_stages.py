@@ -64,12 +64,12 @@ def test_the_core_sampler_reads_each_core_each_interval():
         assert all(0.0 <= v <= 1.0 for v in busy.values()), busy
 
 
-def _cluster_bench():
+def _cluster_bench(name: str = "cluster_bench"):
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "tools" / "bench" / "cluster_bench.py"
-    spec = importlib.util.spec_from_file_location("cluster_bench", path)
+    path = Path(__file__).resolve().parents[1] / "tools" / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -115,6 +115,84 @@ def test_what_a_side_asked_of_the_api_server_is_the_difference_of_its_counters()
     assert apiserver.line(asked) == ("    API server: 200 requests (POST jobs 100, POST pods/binding 100); 300 watch "
                                      "events, 0.8 MB (pods 300 (0.8 MB))")
     assert apiserver.difference(None, apiserver.parse(after)) == {} and apiserver.line({}) is None
+
+
+class _Answer:
+    def __init__(self, status: int, data: bytes):
+        self.status, self.data = status, data
+
+    def read(self) -> bytes:
+        return self.data
+
+
+class _ProfilingServer:
+    """An ApiClient whose API server answers ``/debug/pprof/profile`` with ``answer`` (or raises it)."""
+
+    def __init__(self, answer):
+        self.answer, self.asked = answer, []
+
+    def param_serialize(self, **request):
+        return (request["resource_path"], request["query_params"])
+
+    def call_api(self, path, query, _request_timeout=None):
+        self.asked.append((path, query, _request_timeout))
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def test_the_api_servers_profile_of_a_side_is_written_or_one_line_says_why_not(tmp_path):
+    from hub_ext.bench import apiserver
+
+    server = _ProfilingServer(_Answer(200, b"pprof bytes"))
+    path = tmp_path / "p-200-r0-service.pprof"
+    assert apiserver.Profile(server, 7.6, str(path)).start().stop() == {"path": str(path), "seconds": 7}
+    assert path.read_bytes() == b"pprof bytes" and server.asked == [("/debug/pprof/profile", [("seconds", 7)], 37)]
+
+    refused = apiserver.Profile(_ProfilingServer(_Answer(404, b"not found")), 5, str(tmp_path / "x")).start().stop()
+    assert refused == {"problem": "kube-apiserver did not give a CPU profile (404; is it started with "
+                                  "--profiling=true, and is this an admin's kubeconfig?)"}
+    failed = apiserver.Profile(_ProfilingServer(OSError("connection\n refused")), 5, str(tmp_path / "y")).start().stop()
+    assert failed == {"problem": "kube-apiserver's CPU profile failed: connection refused"}
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+    assert apiserver.profile_line({"apiserver_profile": {"path": str(path), "seconds": 7}}) == \
+        f"    kube-apiserver's CPU profile: {path} (its first 7 s; tools/bench/pprof_shares.py reads it)"
+    assert apiserver.profile_line({"apiserver_profile": refused}) == \
+        f"    kube-apiserver's CPU profile: none ({refused['problem']})"
+    assert apiserver.profile_line({}) is None
+
+
+TRACES = """File: kube-apiserver
+Type: cpu
+-----------+-------------------------------------------------------
+      30ms   encoding/json.appendCompact
+             k8s.io/apimachinery/pkg/runtime/serializer/json.(*Serializer).doEncode
+             k8s.io/apiserver/pkg/endpoints/handlers.(*WatchServer).HandleHTTP
+             k8s.io/apiserver/pkg/endpoints/filters.withAuthentication.func1
+-----------+-------------------------------------------------------
+     0.05s   runtime.mallocgc
+             sigs.k8s.io/structured-merge-diff/v6/typed.handleAtom
+             k8s.io/apimachinery/pkg/util/managedfields/internal.(*FieldManager).Update
+             k8s.io/apiserver/pkg/storage/etcd3.(*store).GuaranteedUpdate
+             k8s.io/apiserver/pkg/endpoints/filters.withAuthentication.func1
+-----------+-------------------------------------------------------
+      20ms   crypto/internal/fips140/nistec.p256PointDoubleAsm
+             crypto/x509.(*Certificate).Verify
+             k8s.io/apiserver/pkg/endpoints/filters.withAuthentication.func1
+-----------+-------------------------------------------------------
+      10ms   runtime.futex
+             runtime.mcall
+"""
+
+
+def test_each_profile_sample_goes_to_the_category_its_nearest_frame_names():
+    pprof_shares = _cluster_bench("pprof_shares")
+    total, by = pprof_shares.shares(TRACES)
+    assert round(total, 3) == 0.11
+    # the filter every request passes through (authentication) names none of them: the nearer frame does
+    assert {k: round(v, 3) for k, v in by.items()} == {
+        "watch: serving events: JSON encode": 0.03, "managedFields (field manager)": 0.05,
+        "authentication (client certificates)": 0.02, "other": 0.01}
 
 
 def test_the_backends_stage_log_is_off_by_default_and_writes_a_line_per_create(tmp_path):

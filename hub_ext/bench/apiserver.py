@@ -5,12 +5,15 @@ Two scrapes, at the start and at the end of a side's timed run, and their differ
 are the API server's, so they hold every client's requests in that window (the benchmark's own
 watch of the pods too, alike on both sides), and ``watch_bytes`` is what it encoded for its
 watchers (``apiserver_watch_events_sizes``), whatever their encoding. Without the right to read
-``/metrics`` the side has no ``api_server`` figures.
+``/metrics`` the side has no ``api_server`` figures. ``Profile`` takes kube-apiserver's CPU profile
+over a side's run (``--apiserver-profile``): where inside the API server a side's extra CPU goes.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
+from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -67,3 +70,56 @@ def line(asked: dict) -> str | None:
     kinds = ", ".join(f"{k} {v} ({sizes.get(k, 0) / 1e6:.1f} MB)" for k, v in list(events.items())[:5])
     return (f"    API server: {sum(requests.values())} requests ({top}); {sum(events.values())} watch events, "
             f"{sum(sizes.values()) / 1e6:.1f} MB ({kinds})")
+
+
+class Profile:
+    """A CPU profile of kube-apiserver (Go's ``/debug/pprof/profile``) over a side's first ``seconds``,
+    taken in a thread while the side runs and written to ``path`` (read with ``go tool pprof -top``).
+
+    Where each side's extra CPU goes inside the API server (encoding events as JSON or protobuf, TLS,
+    the watch cache, admission, etcd calls) is what its counters cannot say. It needs an admin's
+    client and the API server started with ``--profiling=true`` (tools/bench/cluster_bench.py does
+    so when asked for profiles); otherwise ``stop()`` says why there is none."""
+
+    def __init__(self, api_client, seconds: float, path: str):
+        self.api_client, self.seconds, self.path = api_client, max(1, int(seconds)), path
+        self.problem: str | None = None
+        self._thread = threading.Thread(target=self._take, name="bench-apiserver-profile", daemon=True)
+
+    def start(self) -> "Profile":
+        self._thread.start()
+        return self
+
+    def _take(self) -> None:
+        try:
+            resp = self.api_client.call_api(*self.api_client.param_serialize(
+                method="GET", resource_path="/debug/pprof/profile", query_params=[("seconds", self.seconds)],
+                header_params={"Accept": "application/octet-stream"}, auth_settings=["BearerToken"]),
+                _request_timeout=self.seconds + 30)
+            data = resp.read()
+            if not 200 <= resp.status < 300:
+                self.problem = (f"kube-apiserver did not give a CPU profile ({resp.status}; is it started with "
+                                "--profiling=true, and is this an admin's kubeconfig?)")
+                return
+            Path(self.path).write_bytes(data)
+        except Exception as err:  # noqa: BLE001 - the figures stand without it; one line says why
+            self.problem = f"kube-apiserver's CPU profile failed: {' '.join(str(err).split())[:200]}"
+
+    def stop(self) -> dict:
+        """Wait for the profile (it covers its ``seconds`` whatever the side's length); what the side's
+        JSON says of it: ``{"path", "seconds"}`` or ``{"problem"}``."""
+        self._thread.join(self.seconds + 60)
+        if self.problem is None and self._thread.is_alive():
+            self.problem = "kube-apiserver's CPU profile did not come in time"
+        return {"problem": self.problem} if self.problem else {"path": self.path, "seconds": self.seconds}
+
+
+def profile_line(side: dict) -> str | None:
+    """One line of text: where the side's kube-apiserver profile went, or why there is none."""
+    taken = side.get("apiserver_profile")
+    if not taken:
+        return None
+    if taken.get("problem"):
+        return f"    kube-apiserver's CPU profile: none ({taken['problem']})"
+    return (f"    kube-apiserver's CPU profile: {taken['path']} (its first {taken['seconds']} s; "
+            "tools/bench/pprof_shares.py reads it)")

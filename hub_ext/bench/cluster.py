@@ -118,13 +118,23 @@ def _plain(cluster: Cluster, size: int, args, tag: str, watched: bool = False) -
     try:
         result = run_plain(cluster, namespaces, size, cpu=args.pod_cpu, memory=args.pod_memory,
                            priority_class="high-priority-research", concurrency=args.create_concurrency,
-                           timeout=args.timeout, pids={"watcher": watcher.pid} if watcher else None)
+                           timeout=args.timeout, pids={"watcher": watcher.pid} if watcher else None,
+                           profile=_profile(cluster, args, size, tag, "watched" if watched else "plain"))
     finally:
         events = watcher.stop() if watcher is not None else None
         cluster.delete_namespaces(namespaces)
     if events is not None:
         result["watch_events"] = events
     return result
+
+
+def _profile(cluster: Cluster, args, size: int, tag: str, side: str) -> apiserver.Profile | None:
+    """With ``--apiserver-profile PREFIX``: kube-apiserver's CPU profile of this side,
+    ``PREFIX-<pods>-<round>-<side>.pprof``."""
+    if not getattr(args, "apiserver_profile", None):
+        return None
+    return apiserver.Profile(cluster.api, args.apiserver_profile_seconds,
+                             f"{args.apiserver_profile}-{size}-{tag}-{side}.pprof")
 
 
 def _service(cluster: Cluster, size: int, args, tag: str, queued: int) -> tuple[dict, dict | None]:
@@ -149,7 +159,7 @@ def _service(cluster: Cluster, size: int, args, tag: str, queued: int) -> tuple[
                                          str(procs.service_pid), "--rate", "50", "--nonblocking", "--gil"],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.0)
-        result = _throughput(procs, cluster, teams, size, args)
+        result = _throughput(procs, cluster, teams, size, args, _profile(cluster, args, size, tag, "service"))
         backlog = _backlog(procs, teams, queued, args) if queued else None
         ok = True
         return result, backlog
@@ -163,7 +173,8 @@ def _service(cluster: Cluster, size: int, args, tag: str, queued: int) -> tuple[
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _throughput(procs: HubAndService, cluster: Cluster, teams: dict, size: int, args) -> dict:
+def _throughput(procs: HubAndService, cluster: Cluster, teams: dict, size: int, args,
+                profile: apiserver.Profile | None = None) -> dict:
     users = [(procs.tokens[f"{g}-user"], ns) for g, ns in teams.items() if g != "team-backlog"]
     jobs = [(users[i % len(users)][0], users[i % len(users)][1], training(f"job-{i}", args.pod_cpu, args.pod_memory))
             for i in range(size)]
@@ -173,6 +184,8 @@ def _throughput(procs: HubAndService, cluster: Cluster, teams: dict, size: int, 
         meter = CpuMeter(roles, cluster.kubeconfig).start()
         asked = apiserver.scrape(cluster.api)
         cores = CoreSampler().start()
+        if profile is not None:
+            profile.start()
         wall = cores.started
         submitted = asyncio.run(submit_all(procs.service_url, jobs))
         submit_s = time.monotonic() - submitted["started"]
@@ -184,7 +197,8 @@ def _throughput(procs: HubAndService, cluster: Cluster, teams: dict, size: int, 
         moments = _service_moments(procs, users, submitted["moments"], counter.seen())
         time.sleep(args.settle)  # anything made twice would show now
         made = sum(len(cluster.batch.list_namespaced_job(ns).items) for ns in teams.values())
-        return {"pods": size, "seconds": round(took, 2), "pods_per_s": round(size / took, 1),
+        profiled = {"apiserver_profile": profile.stop()} if profile is not None else {}
+        return {**profiled, "pods": size, "seconds": round(took, 2), "pods_per_s": round(size / took, 1),
                 "submit_seconds": round(submit_s, 2), **latency_figures(submitted["latencies"]),
                 "pods_made_seconds": round(counter.last_created - submitted["started"], 2),
                 "running": len(counter.running), "pods_seen": len(counter.created), "jobs_created": made,
@@ -300,8 +314,8 @@ def _line(row: dict) -> str:
 
 
 def _side_lines(title: str, side: dict) -> list[str]:
-    asked = apiserver.line(side.get("api_server") or {})
-    return stages.lines(title, side) + ([asked] if asked else [])
+    extra = [apiserver.line(side.get("api_server") or {}), apiserver.profile_line(side)]
+    return stages.lines(title, side) + [line for line in extra if line]
 
 
 def _watched_line(row: dict) -> str:

@@ -24,9 +24,11 @@ def job(name: str, run: str, cpu: str, memory: str, priority_class: str) -> dict
 
 
 def run_plain(cluster: Cluster, namespaces: list[str], pods: int, *, cpu: str, memory: str, priority_class: str,
-              concurrency: int, timeout: float, pids: dict | None = None) -> dict:
+              concurrency: int, timeout: float, pids: dict | None = None,
+              profile: apiserver.Profile | None = None) -> dict:
     """Create ``pods`` Jobs round-robin over ``namespaces`` from ``concurrency`` threads; pods/s from the
-    first create to the last pod Running. ``pids``: more processes whose CPU counts (role -> pid)."""
+    first create to the last pod Running. ``pids``: more processes whose CPU counts (role -> pid);
+    ``profile``: kube-apiserver's CPU profile, started with the side."""
     counter = RunningCounter(cluster.kubeconfig, cluster.selector).start()
     try:
         sent: dict[str, dict[str, float]] = {}  # "namespace/job" -> the client's moments (stages.py)
@@ -40,6 +42,8 @@ def run_plain(cluster: Cluster, namespaces: list[str], pods: int, *, cpu: str, m
         meter = CpuMeter(pids, cluster.kubeconfig).start()
         asked = apiserver.scrape(cluster.api)
         cores = CoreSampler().start()
+        if profile is not None:
+            profile.start()
         started, wall = time.monotonic(), cores.started
         with ThreadPoolExecutor(concurrency) as pool:
             list(pool.map(create, range(pods)))
@@ -51,7 +55,8 @@ def run_plain(cluster: Cluster, namespaces: list[str], pods: int, *, cpu: str, m
         asked = apiserver.difference(asked, apiserver.scrape(cluster.api))
         seen = counter.seen()
         moments = {key: {**m, **seen.get(key, {})} for key, m in sent.items()}
-        return {"pods": pods, "seconds": round(took, 2), "pods_per_s": round(pods / took, 1),
+        profiled = {"apiserver_profile": profile.stop()} if profile is not None else {}
+        return {**profiled, "pods": pods, "seconds": round(took, 2), "pods_per_s": round(pods / took, 1),
                 "create_seconds": round(created_s, 2), "pods_made_seconds": round(counter.last_created - started, 2),
                 "running": len(counter.running),
                 "pods_seen": len(counter.created), "cpu_seconds": used, "api_server": asked,

@@ -14,6 +14,9 @@ watcher it starts) on the others, as on a cluster whose service runs on a worker
 control plane is started from this process while it is pinned to the first set (its processes
 and all their threads inherit it), then this process moves to the second. The settings row's
 ``affinity`` says where each ran.
+
+With ``--apiserver-profile PREFIX`` kube-apiserver is started with ``--profiling=true`` and each
+side's CPU profile is written to ``PREFIX-<pods>-<round>-<side>.pprof`` (``go tool pprof -top``).
 """
 
 from __future__ import annotations
@@ -73,10 +76,13 @@ def main(argv=None) -> int:
     from hub_ext.cli import main as tenancy
 
     flags = [f"--kube-api-qps={ours.qps:g}", f"--kube-api-burst={ours.burst}"]
+    # kube-apiserver serves /debug/pprof only with --profiling (tools/controlplane turns it off for tests)
+    apiserver = ["--profiling=true"] if any(a.startswith("--apiserver-profile") for a in rest) else []
     with tempfile.TemporaryDirectory(prefix="tenancy-bench-cp-") as work:
         if ours.pin:  # what the control plane's processes start with, they and their threads keep
             os.sched_setaffinity(0, ours.pin[0])
-        with ControlPlane(work, extra_controller_manager_args=flags, extra_scheduler_args=flags) as cp:
+        with ControlPlane(work, extra_apiserver_args=apiserver, extra_controller_manager_args=flags,
+                          extra_scheduler_args=flags) as cp:
             if ours.pin:
                 os.sched_setaffinity(0, ours.pin[1])
             return tenancy(["bench", "--cluster", str(cp.kubeconfig), *rest])
