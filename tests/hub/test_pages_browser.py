@@ -579,6 +579,9 @@ def test_stop_and_delete_of_ones_named_servers_where_the_work_is_shown(hub, brow
     assert said == ("No estimate of the wait yet: the service has seen none of team-b's servers like this one "
                     "(Small: 5 CPU, 4 GiB) wait and then start."), said
     shot(page, "pages-spawn-waiting-no-estimate")
+    # off the waiting page first: once one is ready, that page sends the browser to its Lab, a navigation that
+    # would interrupt the next goto (seen in loaded runs)
+    page.goto("about:blank")
     svc(hub, "bob", "DELETE", f"/workloads/{fill['id']}")  # room: one starts after its wait
     hub.wait_server_ready("bob", "one", timeout=120)
     one = next(w for w in svc(hub, "bob", "GET", "/workloads?kind=notebook&state=Running")[1]["workloads"]
