@@ -74,6 +74,14 @@ def open_page(page, hub, path):
     assert not errors, errors
 
 
+def wait_or_tell(page, selector: str, where: str, timeout_ms: int) -> None:
+    """Wait for ``selector``; if it never comes, fail with what ``where`` says instead (the page's own words)."""
+    try:
+        page.wait_for_selector(selector, timeout=timeout_ms)
+    except Exception:
+        raise AssertionError(f"{where} says: {page.inner_text(where)!r}") from None
+
+
 def test_cluster_dashboard_plots_history_by_team_and_updates_live(hub, story, browser):
     page = logged_in(browser, hub, "admin")
     open_page(page, hub, "")
@@ -221,10 +229,7 @@ def test_tree_editor_previews_victims_and_a_lowered_max_and_changes_nothing_unti
     edit(page, "root.a.2", "min cpu", 5)  # min <= max, as the validation says
     edit(page, "root.a.2", "max cpu", 5)
     page.click("#preview")
-    try:
-        page.wait_for_selector("#over-max li", timeout=15_000)
-    except Exception:
-        raise AssertionError(f"the preview says: {page.inner_text('#result')!r}") from None
+    wait_or_tell(page, "#over-max li", "#result", 15_000)
     over = page.inner_text("#over-max")
     assert "root.a.2 would use 10 cpu of a max of 5: nothing new starts there until it drains" in over, over
     assert "bob's training bob-train" in over
@@ -288,10 +293,7 @@ def test_usage_on_the_quota_page_and_compare_with_last_week_in_the_tree_editor(h
     edit(page, "root.b.1", "min cpu", 20)  # team-c guaranteed 20, team-d nothing
     edit(page, "root.b.2", "min cpu", 0)
     page.click("#compare")
-    try:
-        page.wait_for_selector("#compare-table tbody tr", timeout=60_000)
-    except Exception:
-        raise AssertionError(f"the comparison says: {page.inner_text('#comparison')!r}") from None
+    wait_or_tell(page, "#compare-table tbody tr", "#comparison", 60_000)
     table = page.inner_text("#compare-table")
     assert "team-c (root.b.1)" in table and "whole cluster" in table and "median wait" in table, table
     assert "_s" not in table and "_hours" not in table and "None" not in table, table
