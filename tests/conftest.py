@@ -18,6 +18,13 @@ from postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
 module_times: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])
 
 
+def pytest_collection_modifyitems(config, items):
+    """The Kubernetes tier last in any run that holds it: its control plane is one session fixture, stopped only
+    when the session ends, so it used to keep running, unused, through every core test collected after
+    tests/k8s, on the two cores those tests need."""
+    items.sort(key=lambda item: "/tests/k8s/" in str(item.fspath))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Each test's setup, call and teardown, added to its module's figures. A fixture counts where it
