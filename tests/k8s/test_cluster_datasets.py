@@ -392,10 +392,6 @@ async def test_with_no_dataset_nothing_is_watched_yet_a_leftover_of_ours_is_remo
                 in_thread=True)
     # every claim and ResourceQuota of the cluster (a quota's status changes with each pod) followed for nothing
     assert ours.watches == []
-    controller.datasets.changed()  # as each read of the hub's tenants does, every few seconds
-    await until(lambda: ours.clean, "a look that finds nothing of ours left", tick=controller.tick)
-    controller.datasets.changed()
-    assert not ours.dirty.is_set()  # nothing wanted, nothing left: our claims and volumes are not listed again
     controller.datasets.apply(fashion_mnist(a))
     await state_is(controller, ("fashion-mnist", a), "Bound")
     assert sorted(w.name for w in ours.watches) == ["dataset persistentvolumes", "persistentvolumeclaims",

@@ -28,7 +28,7 @@ while something still mounts it, it is looked at again every
 ``dataset_recheck_seconds``. Every API call runs in the backend's worker pool
 (``calls.Calls``); the watches are ``informer.Informer``s, handled on the loop, started only once a
 pair is wanted or a leftover of ours is still mounted (until then our claims and volumes are listed
-by label when the pairs change, until a list finds none: ``clean``).
+by label when the pairs change).
 """
 
 from __future__ import annotations
@@ -105,9 +105,6 @@ class Datasets:
         self.volumes: dict[str, dict] = {}  # name -> our PersistentVolumes
         self.quotas: dict[str, dict[str, dict]] = {}  # namespace -> name -> ResourceQuota
         self.watches: list[Informer] = []
-        # nothing wanted and nothing of ours found on the cluster at the last look: the hub's tenants, read
-        # every few seconds, tell the pairs each time, and need not list our claims and volumes each time
-        self.clean = False
         self.dirty: asyncio.Event | None = None
         self.task: asyncio.Task | None = None
         self.passes = 0  # reconciles done (tests and the replay wait on it)
@@ -142,8 +139,6 @@ class Datasets:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # not serving (a dry run): nothing to do on the cluster
-        if self.clean and not self.wanted and not self.held:
-            return
         if self.dirty is None:
             self.dirty = asyncio.Event()
         self.dirty.set()
@@ -476,7 +471,6 @@ class Datasets:
 
     async def remove_unwanted(self, wanted) -> None:
         ours = await self._ours()
-        self.clean = not wanted and not ours and not self.backend.fluid.held
         self.held = set()
         for pair in sorted(ours - set(wanted)):
             if self._in_use(*pair):
