@@ -379,26 +379,6 @@ async def test_a_namespace_taken_out_loses_its_claim_once_nothing_uses_it(api, n
 
 
 @pytest.mark.asyncio
-async def test_with_no_dataset_nothing_is_watched_yet_a_leftover_of_ours_is_removed(api, namespaces, controller):
-    a, _, _ = namespaces
-    ours = controller.backend.datasets
-    # what an earlier run left: a claim of ours for a dataset no longer declared
-    leftover = {"metadata": {"name": "fashion-mnist", "labels": ours.labels(fashion_mnist(a))},
-                "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "",
-                         "resources": {"requests": {"storage": "1Gi"}}}}
-    await asyncio.to_thread(client.CoreV1Api(api).create_namespaced_persistent_volume_claim, a, leftover)
-    serve(controller)
-    await until(lambda: claim(api, a) is None, f"the leftover claim in {a} to go", tick=controller.tick,
-                in_thread=True)
-    # every claim and ResourceQuota of the cluster (a quota's status changes with each pod) followed for nothing
-    assert ours.watches == []
-    controller.datasets.apply(fashion_mnist(a))
-    await state_is(controller, ("fashion-mnist", a), "Bound")
-    assert sorted(w.name for w in ours.watches) == ["dataset persistentvolumes", "persistentvolumeclaims",
-                                                   "resourcequotas (datasets)"]
-
-
-@pytest.mark.asyncio
 async def test_a_deleted_claim_is_made_again_and_binds_its_volume_again(api, namespaces, controller):
     a, _, _ = namespaces
     ds = fashion_mnist(a)

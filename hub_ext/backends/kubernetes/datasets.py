@@ -26,9 +26,7 @@ by its deleted claim is pointed at the new one). A pair no longer wanted loses i
 claim, then its volume, once ``controller.datasets.in_use(name, ns)`` is false;
 while something still mounts it, it is looked at again every
 ``dataset_recheck_seconds``. Every API call runs in the backend's worker pool
-(``calls.Calls``); the watches are ``informer.Informer``s, handled on the loop, started only once a
-pair is wanted or a leftover of ours is still mounted (until then our claims and volumes are listed
-by label when the pairs change).
+(``calls.Calls``); the watches are ``informer.Informer``s, handled on the loop.
 """
 
 from __future__ import annotations
@@ -142,12 +140,8 @@ class Datasets:
         if self.dirty is None:
             self.dirty = asyncio.Event()
         self.dirty.set()
-        if self.wanted or self.held:
-            # Only then: with no dataset, the watch of every claim and ResourceQuota of the cluster (each
-            # quota's status changes with every pod created or deleted) was JSON the API server encoded
-            # for nobody. Leftovers of ours are still found and removed: ``_ours`` lists them by label.
-            self._watch(loop)
         if self.task is None or self.task.done():
+            self._watch(loop)
             self.task = asyncio.ensure_future(self._work())
 
     def close(self) -> None:
@@ -226,7 +220,9 @@ class Datasets:
     async def _work(self) -> None:
         b = self.backend
         loop = asyncio.get_running_loop()
-        deadline = None
+        deadline = loop.time() + 30
+        while not self.synced and loop.time() < deadline:  # the first lists, so that nothing is made twice
+            await asyncio.sleep(0.05)
         while True:
             if not self.held and not self.backend.fluid.held and not self._pending():
                 await self.dirty.wait()
@@ -236,15 +232,9 @@ class Datasets:
                 except asyncio.TimeoutError:
                     pass
             self.dirty.clear()
-            if self.watches and not self.synced and deadline is None:  # their first lists: nothing made twice
-                deadline = loop.time() + 30
-                while not self.synced and loop.time() < deadline:
-                    await asyncio.sleep(0.05)
             self.busy = True
             try:
                 await self.reconcile()
-                if self.held:  # leftovers still mounted: their claims and volumes are followed from now on
-                    self._watch(loop)
             except Exception:  # noqa: BLE001 - tried again at the next change or recheck
                 b.log.exception("reconciling datasets failed")
             finally:
