@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from jupyterhub.apihandlers.groups import GroupPropertiesAPIHandler
 from jupyterhub.scopes import needs_scope
-from jupyterhub.utils import url_path_join
 from tornado import web
 
 from .apiclient import TenancyError
@@ -43,12 +42,11 @@ async def refusal_of(handler, group: str, properties: dict) -> str | None:
     right, or when the service cannot say (logged; the save goes through)."""
     auth = handler.authenticator
     service = (handler.settings.get("services") or {}).get(auth.tenancy_service_name)
-    if service is None or not getattr(service, "api_token", None) or not getattr(service, "url", None):
+    client = AsyncTenancyClient.for_hub_service(service, timeout=auth.group_check_timeout)
+    if client is None:
         handler.log.warning("The properties of group %s are saved unchecked: the hub has no tenancy service %s to "
                             "check them", group, auth.tenancy_service_name)
         return None
-    client = AsyncTenancyClient(url_path_join(service.url, service.prefix, "api/v1"), service.api_token,
-                                timeout=auth.group_check_timeout)
     profiles = configured_profiles(handler.settings.get("spawner_class"), handler.settings.get("config"))
     try:
         answer = await client.check_group(group, properties, profiles)

@@ -25,6 +25,16 @@ class AsyncTenancyClient(Calls):
         self.token = token if token is not None else env_token
         self.timeout = timeout
 
+    @classmethod
+    def for_hub_service(cls, service, *, timeout: float = 30) -> "AsyncTenancyClient | None":
+        """A client of the hub's tenancy service (JupyterHub's ``Service``) with that service's own token;
+        None when the hub knows no such service or not its URL and token."""
+        if service is None or not getattr(service, "api_token", None) or not getattr(service, "url", None):
+            return None
+        from jupyterhub.utils import url_path_join  # only the hub calls this; the client runs without jupyterhub
+
+        return cls(url_path_join(service.url, service.prefix, "api/v1"), service.api_token, timeout=timeout)
+
     @property
     def configured(self) -> bool:
         return bool(self.url and self.token)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from jupyterhub.utils import url_path_join
 
 from ..apiclient import TenancyError
 from ..apiclient.aio import AsyncTenancyClient
@@ -35,12 +34,11 @@ async def cancel_waiting_work(service, user: str, left: list[tuple[str, str]], l
     """Cancel ``user``'s waiting workloads in the namespaces of ``left`` through the tenancy service
     (``service``: the hub's Service object, its own token); the ids cancelled. A failure is one line
     in the log: the login goes on."""
-    if service is None or not getattr(service, "api_token", None) or not getattr(service, "url", None):
+    client = AsyncTenancyClient.for_hub_service(service, timeout=timeout)
+    if client is None:
         log.warning("%s left team(s) %s, but the hub has no tenancy service to cancel their waiting work in them",
                     user, ", ".join(g for g, _ in left))
         return []
-    client = AsyncTenancyClient(url_path_join(service.url, service.prefix, "api/v1"), service.api_token,
-                                timeout=timeout)
     done: list[str] = []
     try:
         for group, namespace in left:
