@@ -136,9 +136,15 @@ def whatif(scenario_path: str, tree_path: str) -> list[dict]:
     check_durations(scenario, scenario_path)
     tree = load_proposed_tree(tree_path)
     try:
-        (cur_teams, cur_cluster), (new_teams, new_cluster) = play_both(scenario, with_tree(scenario, tree))
+        return under_both(scenario, tree)
     except ValidationError as err:
         raise err.within(scenario_path) from None
+
+
+def under_both(scenario: Scenario, tree: ElasticQuotaTree) -> list[dict]:
+    """The rows of ``scenario`` played under its own tree and under ``tree`` (``tenancy whatif`` and the
+    service's "Compare with last week")."""
+    (cur_teams, cur_cluster), (new_teams, new_cluster) = play_both(scenario, with_tree(scenario, tree))
     return compare(cur_teams, cur_cluster, new_teams, new_cluster)
 
 

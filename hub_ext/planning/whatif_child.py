@@ -16,7 +16,7 @@ import sys
 from ..quota.errors import ValidationError
 from ..quota.tree import parse_tree
 from ..sim.scenario import parse_scenario
-from .whatif import check_durations, compare, play_both, with_tree
+from .whatif import check_durations, under_both
 
 SOURCE = "the recorded history"
 
@@ -27,9 +27,7 @@ def rows(job: dict) -> list[dict]:
     except ValidationError as err:
         raise err.within(SOURCE) from None
     check_durations(scenario, SOURCE)
-    tree = parse_tree(job["tree"])
-    (cur_teams, cur_cluster), (new_teams, new_cluster) = play_both(scenario, with_tree(scenario, tree))
-    return compare(cur_teams, cur_cluster, new_teams, new_cluster)
+    return under_both(scenario, parse_tree(job["tree"]))
 
 
 def main() -> int:

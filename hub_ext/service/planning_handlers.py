@@ -4,8 +4,6 @@ CSV), and the recorded history played under a proposed tree beside the tree in f
 from __future__ import annotations
 
 import asyncio
-import csv
-import io
 import json
 import os
 import sys
@@ -15,7 +13,8 @@ from tornado import web
 
 from ..planning.history import recorded_scenario
 from ..planning.period import parse_since
-from ..planning.usage import BY, csv_rows, seen_by, usage
+from ..planning.usage import BY, seen_by, usage
+from ..planning.usage_text import render
 from ..quota.errors import ValidationError
 from .handlers import APIHandler
 
@@ -67,12 +66,10 @@ class UsageHandler(APIHandler):
         if not as_csv:
             self.send(report)
             return
-        out = io.StringIO()
-        csv.writer(out, lineterminator="\n").writerows(csv_rows(report))
         self.set_header("Content-Type", "text/csv; charset=utf-8")
         name = f"tenancy-usage-{''.join(ch for ch in since if ch.isalnum())}-by-{by}.csv"
         self.set_header("Content-Disposition", f'attachment; filename="{name}"')
-        self.finish(out.getvalue())
+        self.finish(render(report, "csv") + "\n")  # what `tenancy usage --csv` prints
 
 
 class WhatifHandler(APIHandler):
