@@ -156,11 +156,6 @@ async def test_datasets_replay_as_simulated(control_plane, api, example):
     reason) as ``tenancy simulate`` at every step; each namespace's claim really made (a PersistentVolume and
     a claim, Bound by the cluster's PV controller, or refused by its ResourceQuota), mounted by the pods that
     run; nothing left afterwards, the volumes neither."""
-    try:
-        import hub_ext.service.datasets  # noqa: F401
-    except ImportError:
-        pytest.skip("hub_ext.service.datasets (the service's datasets room, issue 20) is not in this branch yet: "
-                    "replay hands Dataset objects to it; this runs once the core branch is merged")
     mounted = []
     core = client.CoreV1Api(api)
 
