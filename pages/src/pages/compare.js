@@ -1,9 +1,8 @@
 import { fill, h } from '../dom';
-import { amount, duration, resourceName, sentence } from '../format';
+import { amount, resourceName, sentence } from '../format';
 import { api } from '../live';
-import { idle, share } from './usage';
+import { idle, share, wait } from './usage';
 
-const time = s => (s === null || s === undefined ? '—' : duration(s));
 const count = n => (n === null || n === undefined ? '—' : String(n));
 const perResource = v => {
   const parts = Object.entries(v || {}).filter(([, x]) => x).map(([r, x]) => `${resourceName(r)} ${amount(r, x)}`);
@@ -14,13 +13,13 @@ const idleHours = v => Object.entries(v || {}).map(([r, x]) => idle(r, x)).join(
 
 // What `tenancy whatif` measures, in people's words (its keys are the API's contract, not the page's).
 const TEAM = [
-  ['median wait', 'wait_p50_s', time],
-  ['95th percentile wait', 'wait_p95_s', time],
+  ['median wait', 'wait_p50_s', wait],
+  ['95th percentile wait', 'wait_p95_s', wait],
   ['its work stopped', 'evictions_suffered', count],
   ["stopped others' work", 'evictions_caused', count],
   ['borrowed (resource-hours)', 'borrowed_hours', perResource],
   ['lent to others (resource-hours)', 'lent_hours', perResource],
-  ['below its guarantee while others borrowed', 'below_guarantee_s', time],
+  ['below its guarantee while others borrowed', 'below_guarantee_s', wait],
   ['never started', 'never_started', count]
 ];
 const CLUSTER = [

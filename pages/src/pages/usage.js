@@ -5,7 +5,8 @@ import { api, xsrf } from '../live';
 const PERIODS = { '1d': 'last day', '7d': 'last 7 days', '30d': 'last 30 days' };
 
 const hours = (res, value) => (value === null || value === undefined ? '—' : amount(res, value));
-const wait = s => (s === null || s === undefined ? '—' : duration(s));
+// A time, or a dash where there is none (a team with no wait seen).
+export const wait = s => (s === null || s === undefined ? '—' : duration(s));
 // A share of capacity: a day of a small demo is well under 1%; a little use must not read as none.
 export const share = x => (x > 0 && x < 0.001 ? 'under 0.1%' : `${x < 0.1 ? Math.round(1000 * x) / 10 : Math.round(100 * x)}%`);
 // Idle room in the unit people count it in: CPU-hours, GiB-hours, GPU-hours.
