@@ -406,7 +406,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--settle", type=float, default=3.0, help="with --cluster: seconds to look for duplicates")
     p.add_argument("--workdir", default=None, help="with --cluster: where the hub's and service's files go")
     p.add_argument("--profile", default=None, metavar="PREFIX",
-                   help="with --cluster: py-spy flame graphs of the service, PREFIX-<pods>.svg")
+                   help="with --cluster: py-spy flame graphs of the service, PREFIX-<pods>-<round>.svg")
+    p.add_argument("--profile-format", default="flamegraph", choices=("flamegraph", "raw", "speedscope"),
+                   help="with --profile: py-spy's output, a flame graph (.svg), collapsed stacks (.txt: one line "
+                        "a stack and its samples, for tools/bench/pyspy_shares.py) or speedscope (.json)")
+    p.add_argument("--profile-rate", type=_positive, default=50,
+                   help="with --profile: py-spy's samples per second (py-spy reads the service's memory from "
+                        "its own process: a higher rate costs the service nothing, and says more of short runs)")
     p.add_argument("--apiserver-profile", default=None, metavar="PREFIX",
                    help="with --cluster: kube-apiserver's CPU profile of each side, PREFIX-<pods>-<round>-<side>.pprof "
                         "(go tool pprof -top FILE); needs an admin's kubeconfig and kube-apiserver's --profiling "

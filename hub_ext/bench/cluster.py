@@ -155,8 +155,10 @@ def _service(cluster: Cluster, size: int, args, tag: str, queued: int) -> tuple[
     try:
         procs.start()
         if args.profile:
-            profiler = subprocess.Popen([shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy")), "record", "-o", f"{args.profile}-{size}-{tag}.svg", "--pid",
-                                         str(procs.service_pid), "--rate", "50", "--nonblocking", "--gil"],
+            fmt = args.profile_format
+            suffix = {"flamegraph": "svg", "raw": "txt", "speedscope": "json"}[fmt]
+            profiler = subprocess.Popen([shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy")), "record", "-o", f"{args.profile}-{size}-{tag}.{suffix}", "--format", fmt, "--pid",
+                                         str(procs.service_pid), "--rate", str(args.profile_rate), "--nonblocking", "--gil"],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.0)
         result = _throughput(procs, cluster, teams, size, args, _profile(cluster, args, size, tag, "service"))

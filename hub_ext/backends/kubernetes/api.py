@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 import orjson
+import urllib3
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
@@ -146,7 +147,11 @@ class Api:
         headers = {"Accept": "application/json", "Content-Type": "application/json"}
         query = [(k, v) for k, v in (query or {}).items() if v is not None]
         try:
-            if hasattr(self.api_client, "param_serialize"):  # kubernetes >= 35 (openapi-generator "python")
+            if body is not None and hasattr(self.api_client, "param_serialize") and \
+                    hasattr(getattr(self.api_client, "rest_client", None), "pool_manager"):
+                resp = self._send_body(method, path, query, headers, body)
+                status, reason, data = resp.status, resp.reason, resp.data
+            elif hasattr(self.api_client, "param_serialize"):  # kubernetes >= 35 (openapi-generator "python")
                 request = self.api_client.param_serialize(
                     method=method, resource_path=path, query_params=query, header_params=headers,
                     body=body, auth_settings=["BearerToken"])
@@ -166,6 +171,24 @@ class Api:
             return orjson.loads(data) if data else {}
         except ValueError:
             raise KubernetesError(f"{method} {path}: the API server answered with something other than JSON") from None
+
+    def _send_body(self, method: str, path: str, query: list, headers: dict, body):
+        """A request with a JSON body (a create, replace or delete) on the ``ApiClient``'s own connection pool,
+        with the URL, headers and credentials its ``param_serialize`` makes (default headers, impersonation,
+        a refreshed token), the body written by orjson. The ``ApiClient``'s own path walks every value of
+        the body in Python (``sanitize_for_serialization``) and then ``json.dumps`` it: 10-15 % of a Job
+        create's CPU in the service, thousands of creates a minute under a burst (issue 24)."""
+        _, url, headers, _, _ = self.api_client.param_serialize(
+            method=method, resource_path=path, query_params=query, header_params=headers,
+            auth_settings=["BearerToken"])
+        timeout = self.timeout
+        if isinstance(timeout, (int, float)):  # as the ApiClient's RESTClientObject does
+            timeout = urllib3.Timeout(total=timeout)
+        elif isinstance(timeout, tuple) and len(timeout) == 2:
+            timeout = urllib3.Timeout(connect=timeout[0], read=timeout[1])
+        return self.api_client.rest_client.pool_manager.request(
+            method, url, body=orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS), headers=headers,
+            timeout=timeout, preload_content=True)
 
     def read(self, kind: Kind, namespace: str | None, name: str) -> dict | None:
         """The object, or None when it does not exist."""
