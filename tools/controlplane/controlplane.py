@@ -69,8 +69,39 @@ CONTROLLERS = "*,-node-ipam-controller,-node-lifecycle-controller"
 #: cut the CPU the control plane burns through the tier (issue 19: CI is CPU-bound on two cores)
 #: without changing what the tests use. Not the defaults: the cluster benchmark
 #: (tools/bench/cluster_bench.py) measures this control plane, and its figures are compared
-#: across runs.
-TEST_ARGS: dict = {}
+#: across runs. Figures: tools/controlplane/README.md, "CPU in the tests".
+TEST_ARGS: dict = {
+    # Only the controllers that the project and its tests use: Jobs, garbage collection (a Job's
+    # pods, deleted with propagationPolicy Background; a deleted node's Lease), namespace deletion,
+    # each namespace's default ServiceAccount, ResourceQuota status, the Helm chart's Deployment
+    # (Deployment, ReplicaSet) and its PodDisruptionBudget's status (disruption), claims bound to
+    # static PersistentVolumes and their protection finalizers lifted on delete, and pod GC (the
+    # pods of a node a test deleted, which nothing else removes). The rest (endpoints and slices,
+    # attach/detach, StatefulSet, DaemonSet, CronJob, HPA, CSRs, TTLs, taint eviction, ...) watch
+    # and handle pod and node events for nothing: the KCM idles at half the CPU without them.
+    "controllers": ",".join((
+        "job-controller", "garbage-collector-controller", "namespace-controller",
+        "serviceaccount-controller", "resourcequota-controller", "deployment-controller",
+        "replicaset-controller", "disruption-controller", "persistentvolume-binder-controller",
+        "persistentvolume-protection-controller", "persistentvolumeclaim-protection-controller",
+        "pod-garbage-collector-controller")),
+    "extra_apiserver_args": [
+        # no request classification and queueing per request (max-in-flight limits instead): no
+        # test sends enough at once to be queued, and none asserts on a 429
+        "--enable-priority-and-fairness=false",
+        # metrics only (object counts and the database's size, polled from etcd)
+        "--etcd-db-metric-poll-interval=0",
+        "--etcd-count-metric-poll-period=0",
+    ],
+    # a fake node's Lease renewed every 150 s instead of 10 s: with node lifecycle off nothing
+    # reads it, and kwok holds it (and so manages the node) as soon as the node is created
+    "extra_kwok_args": ["--node-lease-duration-seconds=600"],
+    # every component's Go garbage collector lets the heap grow 5x instead of 2x between
+    # collections: fewer of them under the tier's load (the API server ~13% less CPU on the
+    # cluster benchmark's test), for memory (1,339 MiB RSS at the tier's end, ~580 fresh);
+    # drop it where memory is short
+    "env": {"GOGC": "400"},
+}
 #: kwok resources watched as CRDs (``--enable-crds``), so logs can be set while it runs
 KWOK_CRD_KINDS = ("Logs", "ClusterLogs")
 KWOK_API_GROUP = "kwok.x-k8s.io"
