@@ -98,7 +98,7 @@ TEST_ARGS: dict = {
     "extra_kwok_args": ["--node-lease-duration-seconds=600"],
     # every component's Go garbage collector lets the heap grow 5x instead of 2x between
     # collections: fewer of them under the tier's load (the API server ~13% less CPU on the
-    # cluster benchmark's test), for memory (1,339 MiB RSS at the tier's end, ~580 fresh);
+    # cluster benchmark's test), for memory (RSS at the tier's end 1,339 MiB instead of 825);
     # drop it where memory is short
     "env": {"GOGC": "400"},
 }
