@@ -61,6 +61,47 @@ KWOK_STAGES = HERE / "kwok-stages.yaml"
 #: that exitCode (reason Error; a non-integer value gives 1). Without it a pod keeps
 #: running, Job pods included. No restarts are simulated, whatever the restartPolicy.
 EXIT_CODE_ANNOTATION = "kwok.tenancy.test/exit-code"
+#: kube-controller-manager's controllers: all but node IPAM (kwok hands out pod IPs) and node
+#: lifecycle (no evictions or not-ready taints when a fake node's heartbeat is late on a loaded
+#: machine); cloud controllers do not run without a cloud provider
+CONTROLLERS = "*,-node-ipam-controller,-node-lifecycle-controller"
+#: What tests/k8s/conftest.py passes to ControlPlane (and ``idle_cpu.py --tests``): arguments that
+#: cut the CPU the control plane burns through the tier (issue 19: CI is CPU-bound on two cores)
+#: without changing what the tests use. Not the defaults: the cluster benchmark
+#: (tools/bench/cluster_bench.py) measures this control plane, and its figures are compared
+#: across runs. Figures: tools/controlplane/README.md, "CPU in the tests".
+TEST_ARGS: dict = {
+    # Only the controllers that the project and its tests use: Jobs, garbage collection (a Job's
+    # pods, deleted with propagationPolicy Background; a deleted node's Lease), namespace deletion,
+    # each namespace's default ServiceAccount, ResourceQuota status, the Helm chart's Deployment
+    # (Deployment, ReplicaSet) and its PodDisruptionBudget's status (disruption), claims bound to
+    # static PersistentVolumes and their protection finalizers lifted on delete, and pod GC (the
+    # pods of a node a test deleted, which nothing else removes). The rest (endpoints and slices,
+    # attach/detach, StatefulSet, DaemonSet, CronJob, HPA, CSRs, TTLs, taint eviction, ...) watch
+    # and handle pod and node events for nothing: the KCM idles at half the CPU without them.
+    "controllers": ",".join((
+        "job-controller", "garbage-collector-controller", "namespace-controller",
+        "serviceaccount-controller", "resourcequota-controller", "deployment-controller",
+        "replicaset-controller", "disruption-controller", "persistentvolume-binder-controller",
+        "persistentvolume-protection-controller", "persistentvolumeclaim-protection-controller",
+        "pod-garbage-collector-controller")),
+    "extra_apiserver_args": [
+        # no request classification and queueing per request (max-in-flight limits instead): no
+        # test sends enough at once to be queued, and none asserts on a 429
+        "--enable-priority-and-fairness=false",
+        # metrics only (object counts and the database's size, polled from etcd)
+        "--etcd-db-metric-poll-interval=0",
+        "--etcd-count-metric-poll-period=0",
+    ],
+    # a fake node's Lease renewed every 150 s instead of 10 s: with node lifecycle off nothing
+    # reads it, and kwok holds it (and so manages the node) as soon as the node is created
+    "extra_kwok_args": ["--node-lease-duration-seconds=600"],
+    # every component's Go garbage collector lets the heap grow 5x instead of 2x between
+    # collections: fewer of them under the tier's load (the API server ~13% less CPU on the
+    # cluster benchmark's test), for memory (RSS at the tier's end 1,339 MiB instead of 825);
+    # drop it where memory is short
+    "env": {"GOGC": "400"},
+}
 #: kwok resources watched as CRDs (``--enable-crds``), so logs can be set while it runs
 KWOK_CRD_KINDS = ("Logs", "ClusterLogs")
 KWOK_API_GROUP = "kwok.x-k8s.io"
@@ -68,6 +109,7 @@ KWOK_API_VERSION = "v1alpha1"
 
 
 SHM_PREFIX = "tenancy-etcd-"
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def _remove_stale_shm_dirs() -> None:
@@ -234,6 +276,18 @@ class _Component:
                 pass
         self._log.close()
 
+    def cpu_seconds(self) -> float | None:
+        """User + system CPU of the process (all its threads) so far, or None once it is gone:
+        read from /proc so that it can be taken while it runs, before stop() reaps it."""
+        try:
+            stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
+        except OSError:
+            return None
+        # utime, stime: fields 14 and 15 of proc(5); the command name may hold spaces, so
+        # count from the ")" that ends it (field 3 is the first after it)
+        fields = stat.rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+
     def rss_mib(self) -> float | None:
         try:
             for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
@@ -262,6 +316,10 @@ class ControlPlane:
         extra_apiserver_args: list[str] | None = None,
         extra_controller_manager_args: list[str] | None = None,
         extra_scheduler_args: list[str] | None = None,
+        extra_etcd_args: list[str] | None = None,
+        extra_kwok_args: list[str] | None = None,
+        controllers: str = CONTROLLERS,
+        env: dict[str, str] | None = None,
     ):
         self.workdir = Path(workdir).resolve()
         self.bin_dir = Path(bin_dir) if bin_dir else default_bin_dir()
@@ -272,6 +330,11 @@ class ControlPlane:
         # controller-manager) hold the Job controller to about 8 pods/s
         self.extra_controller_manager_args = list(extra_controller_manager_args or [])
         self.extra_scheduler_args = list(extra_scheduler_args or [])
+        self.extra_etcd_args = list(extra_etcd_args or [])
+        self.extra_kwok_args = list(extra_kwok_args or [])
+        # its own argument, not an extra one: a second --controllers would add to the first
+        self.controllers = controllers
+        self.extra_env = dict(env or {})  # e.g. {"GOGC": "400"}: for every component
         self.pki = self.workdir / "pki"
         self.logs = self.workdir / "logs"
         self.kubeconfig = self.workdir / "admin.kubeconfig"
@@ -346,6 +409,10 @@ class ControlPlane:
         """RSS in MiB of each component."""
         return {n: c.rss_mib() for n, c in self._components.items()}
 
+    def cpu_usage(self) -> dict[str, float]:
+        """CPU seconds (user + system) each running component has used since it started."""
+        return {n: cpu for n, c in self._components.items() if (cpu := c.cpu_seconds()) is not None}
+
     def log_path(self, component: str) -> Path:
         return self.logs / f"{component}.log"
 
@@ -355,6 +422,7 @@ class ControlPlane:
         env["HOME"] = str(self.workdir / "home")  # kwok reads ~/.kwok/kwok.yaml
         for k in ("KUBECONFIG", "KWOK_WORKDIR"):
             env.pop(k, None)
+        env.update(self.extra_env)
         return env
 
     def _spawn(self, name: str, args: list[str]) -> _Component:
@@ -431,6 +499,7 @@ class ControlPlane:
                 f"--initial-cluster=default=http://127.0.0.1:{peer}",
                 "--unsafe-no-fsync",
                 "--log-level=warn",
+                *self.extra_etcd_args,
             ])
             try:
                 self._wait(comp, lambda: self._http_ok(f"http://127.0.0.1:{client}/health"), deadline, "etcd /health")
@@ -514,10 +583,7 @@ class ControlPlane:
             f"--cluster-signing-cert-file={p / 'ca.crt'}",
             f"--cluster-signing-key-file={p / 'ca.key'}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
-            # no node IPAM (kwok hands out pod IPs) and no node lifecycle (no
-            # evictions or not-ready taints when a fake node's heartbeat is late on a
-            # loaded machine); cloud controllers do not run without a cloud provider
-            "--controllers=*,-node-ipam-controller,-node-lifecycle-controller",
+            f"--controllers={self.controllers}",
             "--concurrent-gc-syncs=5",
             "--profiling=false",
             *self.extra_controller_manager_args,
@@ -551,6 +617,7 @@ class ControlPlane:
             f"--tls-cert-file={p / 'kwok-serving.crt'}",
             f"--tls-private-key-file={p / 'kwok-serving.key'}",
             f"--enable-crds={','.join(KWOK_CRD_KINDS)}",
+            *self.extra_kwok_args,
         ])
         insecure = self._insecure_context()
         self._wait(kcm, lambda: self._http_ok(f"https://127.0.0.1:{kcm_port}/healthz", insecure),
