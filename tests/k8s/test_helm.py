@@ -523,18 +523,20 @@ def kind_of(api: Api, obj: dict) -> Kind:
 
 
 class Calls:
-    """Every request an ApiClient makes, with the answer's status."""
+    """Every request an ApiClient makes, with the answer's status: taken where they all leave, at its
+    connection pool (the backend sends bodies there itself, not through ``call_api``: api.py)."""
 
     def __init__(self, api_client):
         self.seen: list[tuple[str, str, int]] = []
-        original = api_client.call_api
+        pool = api_client.rest_client.pool_manager
+        original = pool.request
 
-        def call_api(method, url, *args, **kwargs):
+        def request(method, url, *args, **kwargs):
             resp = original(method, url, *args, **kwargs)
             self.seen.append((method, urlparse(url).path, resp.status))
             return resp
 
-        api_client.call_api = call_api
+        pool.request = request
 
     def refused(self, since=0):
         return [c for c in self.seen[since:] if c[2] in (401, 403)]
