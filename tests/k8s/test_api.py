@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from hub_ext.backends.kubernetes.api import JOB, POD, Api, KubernetesError
+from hub_ext.backends.kubernetes.api import JOB, POD, Api, Kind, KubernetesError
+
+# What nothing but the test writes: a pod is written by the scheduler too (its PodScheduled condition),
+# which would make the version the test read stale before its own replace.
+CONFIG_MAP = Kind("ConfigMap", "v1", "configmaps", True)
 
 
 def _pod(namespace: str, name: str, labels: dict) -> dict:
@@ -24,11 +28,14 @@ def test_create_replace_and_delete_send_their_bodies_as_written(api, namespace):
     read = kube.read(POD, namespace, "p-1")
     assert read["metadata"]["uid"] == made["metadata"]["uid"]
 
-    changed = {**read, "metadata": {**read["metadata"], "labels": {"app": "two"}}}
-    replaced = kube.replace(POD, changed)
-    assert replaced["metadata"]["labels"] == {"app": "two"}
+    kube.create(CONFIG_MAP, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": "c-1", "namespace": namespace, "labels": {"app": "one"}}, "data": {"a": "1"}})
+    read = kube.read(CONFIG_MAP, namespace, "c-1")
+    changed = {**read, "metadata": {**read["metadata"], "labels": {"app": "two"}}, "data": {"a": "2", "b": "3"}}
+    replaced = kube.replace(CONFIG_MAP, changed)
+    assert (replaced["metadata"]["labels"], replaced["data"]) == ({"app": "two"}, {"a": "2", "b": "3"})
     with pytest.raises(KubernetesError) as stale:  # the version read before the replace is stale now
-        kube.replace(POD, {**read, "metadata": {**read["metadata"], "labels": {"app": "three"}}})
+        kube.replace(CONFIG_MAP, {**read, "metadata": {**read["metadata"], "labels": {"app": "three"}}})
     assert stale.value.status == 409 and "\n" not in str(stale.value)
 
     with pytest.raises(KubernetesError) as taken:
