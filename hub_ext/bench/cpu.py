@@ -25,7 +25,7 @@ def _ticks_per_second() -> int:
         return 100
 
 
-def _cpu_seconds(pid: int) -> float | None:
+def process_cpu_seconds(pid: int) -> float | None:
     """User + system CPU of one process (its threads; not its children), or None when it is gone."""
     try:
         fields = (_PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
@@ -87,7 +87,7 @@ class CpuMeter:
     def _read(self) -> dict[int, tuple[str, float]]:
         out = {}
         for pid, role in {**_control_plane(self.kubeconfig), **self.roles}.items():
-            seconds = _cpu_seconds(pid)
+            seconds = process_cpu_seconds(pid)
             if seconds is not None:
                 out[pid] = (role, seconds)
         return out

@@ -18,7 +18,8 @@ with ``ControlPlane.set_pod_logs`` and written with ``append_log`` (CRI log form
         ...
 
 Only the standard library is needed to start and stop it; the helpers that talk to the
-API (``api_client``, ``add_node``, ``create_namespace``) import the ``kubernetes`` client.
+API (``api_client``, ``add_node``, ``create_namespace``) import the ``kubernetes`` client, and
+``cpu_usage`` the project's CPU meter (``hub_ext.bench.cpu``).
 
 Binary lookup (first match wins): ``ControlPlane(bin_dir=...)``, ``$TENANCY_K8S_BIN_DIR``,
 ``$TENANCY_K8S_CACHE/bin``, ``~/.cache/jupyterhub-tenancy/k8s-<version>/bin`` where
@@ -109,7 +110,6 @@ KWOK_API_VERSION = "v1alpha1"
 
 
 SHM_PREFIX = "tenancy-etcd-"
-_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def _remove_stale_shm_dirs() -> None:
@@ -278,15 +278,11 @@ class _Component:
 
     def cpu_seconds(self) -> float | None:
         """User + system CPU of the process (all its threads) so far, or None once it is gone:
-        read from /proc so that it can be taken while it runs, before stop() reaps it."""
-        try:
-            stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
-        except OSError:
-            return None
-        # utime, stime: fields 14 and 15 of proc(5); the command name may hold spaces, so
-        # count from the ")" that ends it (field 3 is the first after it)
-        fields = stat.rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+        read from /proc so that it can be taken while it runs, before stop() reaps it, by the
+        cluster benchmark's meter (the project's package, as ``api_client`` needs the kubernetes client)."""
+        from hub_ext.bench.cpu import process_cpu_seconds
+
+        return process_cpu_seconds(self.proc.pid)
 
     def rss_mib(self) -> float | None:
         try:
