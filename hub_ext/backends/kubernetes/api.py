@@ -147,22 +147,22 @@ class Api:
         headers = {"Accept": "application/json", "Content-Type": "application/json"}
         query = [(k, v) for k, v in (query or {}).items() if v is not None]
         try:
-            if body is not None and hasattr(self.api_client, "param_serialize") and \
-                    hasattr(getattr(self.api_client, "rest_client", None), "pool_manager"):
-                resp = self._send_body(method, path, query, headers, body)
-                status, reason, data = resp.status, resp.reason, resp.data
-            elif hasattr(self.api_client, "param_serialize"):  # kubernetes >= 35 (openapi-generator "python")
-                request = self.api_client.param_serialize(
-                    method=method, resource_path=path, query_params=query, header_params=headers,
-                    body=body, auth_settings=["BearerToken"])
-                resp = self.api_client.call_api(*request, _request_timeout=self.timeout)
-                status, reason, data = resp.status, resp.reason, resp.read()
-            else:  # older clients ("python-legacy"): non-2xx answers raise ApiException
+            if not hasattr(self.api_client, "param_serialize"):
+                # older clients ("python-legacy"): non-2xx answers raise ApiException
                 resp = self.api_client.call_api(
                     path, method, query_params=query, header_params=headers, body=body,
                     auth_settings=["BearerToken"], _preload_content=False, _request_timeout=self.timeout)
                 resp = resp[0] if isinstance(resp, tuple) else resp
                 status, reason, data = resp.status, resp.reason, resp.data
+            elif body is not None:  # kubernetes >= 35 (openapi-generator "python"): the body written by orjson
+                resp = self._send_body(method, path, query, headers, body)
+                status, reason, data = resp.status, resp.reason, resp.data
+            else:
+                request = self.api_client.param_serialize(
+                    method=method, resource_path=path, query_params=query, header_params=headers,
+                    auth_settings=["BearerToken"])
+                resp = self.api_client.call_api(*request, _request_timeout=self.timeout)
+                status, reason, data = resp.status, resp.reason, resp.read()
         except Exception as exc:  # noqa: BLE001 - every failure becomes one line
             raise describe(exc) from None
         if not 200 <= status <= 299:
