@@ -361,22 +361,33 @@ async def test_no_request_holds_the_loop_long_with_10000_queued(service):
 
 
 # -- event streams ------------------------------------------------------------------------------
+def port_of(svc: Service) -> int:
+    return int(svc.url.split(":")[2].split("/")[0])
+
+
+async def send_get(writer, path: str, user: str) -> None:
+    writer.write(f"GET {PREFIX}{path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                 f"Authorization: token {token_of(user)}\r\n\r\n".encode())
+    await writer.drain()
+
+
+async def read_head(reader) -> tuple[int, dict]:
+    """A response's status and headers (names in lower case)."""
+    status, headers = int((await reader.readline()).split()[1]), {}
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.decode().partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return status, headers
+
+
 async def open_stream(svc: Service, user: str):
     """An event stream of ``user``: (status, reader, writer), the headers read; a refusal's body read too
     (the reader then holds it as ``reader.refusal``)."""
-    port = int(svc.url.split(":")[2].split("/")[0])
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"GET {PREFIX}api/v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                 f"Authorization: token {token_of(user)}\r\n\r\n".encode())
-    await writer.drain()
-    status = int((await reader.readline()).split()[1])
-    head = b""
-    while not head.endswith(b"\r\n\r\n"):
-        head += await reader.readline()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port_of(svc))
+    await send_get(writer, "api/v1/events", user)
+    status, headers = await read_head(reader)
     if status != 200:
-        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                      if line.lower().startswith(b"content-length:"))
-        reader.refusal = json.loads(await reader.readexactly(length))
+        reader.refusal = json.loads(await reader.readexactly(int(headers["content-length"])))
     return status, reader, writer
 
 
@@ -424,3 +435,27 @@ async def test_metrics_are_for_admins_and_the_scrape_token_not_users(tmp_path, m
         code, body = await get("Bearer scrape-secret")
         assert code == 200 and 'tenancy_quota{kind="max",node="root",resource="cpu"} 8.0' in body, body[:300]
         assert (await get("Bearer scrape-wrong"))[0] == 403
+
+
+@pytest.mark.asyncio
+async def test_a_refusal_sent_before_the_body_is_read_says_the_connection_closes(tmp_path, monkeypatch):
+    """The hub's proxy keeps its connections to the service and sends anyone's next request on them.
+    Tornado closes a connection whose request was refused before its body was read (the API reads
+    bodies as they stream), and did not say so: the proxy sent bob's next page on it as it closed and
+    answered him 503 "socket hang up" (CI, 2026-12-04). A refusal says ``Connection: close``; an answer
+    keeps the connection."""
+    async with running_service(tmp_path, monkeypatch, 0, metrics_token="scrape-secret") as svc:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port_of(svc))
+        try:
+            for _ in range(2):  # answered twice on one connection
+                await send_get(writer, "api/v1/me", "alice")
+                status, headers = await read_head(reader)
+                body = json.loads(await reader.readexactly(int(headers["content-length"])))
+                assert status == 200 and body["name"] == "alice" and headers.get("connection") != "close", headers
+            await send_get(writer, "metrics", "alice")  # a user's token: refused in prepare
+            status, headers = await read_head(reader)
+            assert status == 403 and headers.get("connection") == "close", (status, headers)
+            await reader.readexactly(int(headers["content-length"]))
+            assert await asyncio.wait_for(reader.read(), 30) == b""  # and closed, as it said
+        finally:
+            writer.close()

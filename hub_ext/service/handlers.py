@@ -115,8 +115,27 @@ class APIHandler(HubOAuthenticated, SecureHeaders):
             return None
         return super().check_xsrf_cookie()
 
+    #: True while the request is answered before its body is read (a refusal in ``prepare``): see ``finish``.
+    _unread = False
+
     async def prepare(self):
         self._body, self._body_size = [], 0
+        self._unread = True
+        await self.admit()
+        self._unread = False
+
+    def finish(self, chunk=None):
+        if self._unread:
+            # A stream_request_body handler answered before reading the body: tornado then closes the
+            # connection without saying so. The hub's proxy keeps its connections to us and sent the next
+            # request (anyone's) on this one as it closed: "socket hang up", a 503 for that user. Said, the
+            # proxy (and any client) opens a new connection instead (RFC 9112 9.6).
+            self.set_header("Connection", "close")
+        return super().finish(chunk)
+
+    async def admit(self):
+        """Who asks, and may they: the hub's answer about the token, the scopes, the caller's teams, their turn.
+        Raises the refusal (or redirects a browser to the hub's login)."""
         if self.controller.health.starting:
             raise web.HTTPError(503, "the tenancy service is starting (restoring its state); try again in a moment")
         model = await self._hub_user()

@@ -76,11 +76,10 @@ class MetricsHandler(APIHandler):
     ``authenticate_metrics = False``. A user's token is refused: the figures are every team's and
     every namespace's, which the pages show a user only as totals per team."""
 
-    async def prepare(self):
+    async def admit(self):
         if not self.settings.get("authenticate_metrics", True) or self._scrape_token():
-            self._body, self._body_size = [], 0
             return
-        await super().prepare()
+        await super().admit()
         if self._finished:  # sent to the hub's login
             return
         if not self.identity.admin:
