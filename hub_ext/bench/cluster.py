@@ -41,6 +41,8 @@ STAGE_LOG = "stages.jsonl"  # the service's KubernetesBackend.stage_log, in its 
 
 
 def measure(args) -> list[dict]:
+    if args.profile and _pyspy() is None:
+        raise BenchError("--profile needs py-spy (pip install py-spy) on PATH or beside this Python")
     run = secrets.token_hex(3)
     cluster = Cluster(args.cluster, run)
     settings = {"bench": "cluster-settings", "run": run, "nodes": args.nodes, "node_cpu": args.node_cpu,
@@ -157,7 +159,7 @@ def _service(cluster: Cluster, size: int, args, tag: str, queued: int) -> tuple[
         if args.profile:
             fmt = args.profile_format
             suffix = {"flamegraph": "svg", "raw": "txt", "speedscope": "json"}[fmt]
-            profiler = subprocess.Popen([shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy")), "record", "-o", f"{args.profile}-{size}-{tag}.{suffix}", "--format", fmt, "--pid",
+            profiler = subprocess.Popen([_pyspy(), "record", "-o", f"{args.profile}-{size}-{tag}.{suffix}", "--format", fmt, "--pid",
                                          str(procs.service_pid), "--rate", str(args.profile_rate), "--nonblocking", "--gil"],
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.0)
@@ -173,6 +175,11 @@ def _service(cluster: Cluster, size: int, args, tag: str, queued: int) -> tuple[
         cluster.delete_namespaces(list(teams.values()))
         if ok and not args.workdir:  # the logs stay when something failed
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _pyspy() -> str | None:
+    beside = Path(sys.executable).with_name("py-spy")
+    return shutil.which("py-spy") or (str(beside) if beside.exists() else None)
 
 
 def _throughput(procs: HubAndService, cluster: Cluster, teams: dict, size: int, args,
