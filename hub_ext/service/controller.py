@@ -202,7 +202,7 @@ class Controller:
     def views(self, rows) -> list[dict]:
         return self.viewer.views(rows)
 
-    def view(self, row: WorkloadRow, *, events: bool = False, positions: dict | None = None) -> dict:
+    def view(self, row: WorkloadRow, *, events: bool = False, positions=None) -> dict:
         return self.viewer.view(row, events=events, positions=positions)
 
     def notices(self, user: str, hours: float = 24) -> list[dict]:

@@ -391,7 +391,7 @@ class WorkloadsHandler(APIHandler):
             raise web.HTTPError(403, str(err)) from None
         except TooMany as err:
             raise web.HTTPError(429, str(err)) from None
-        self.send(self.controller.view(row, positions=self.controller.queue_positions()), 201)
+        self.send(self.controller.view(row, positions=self.controller.queue_positions), 201)
 
     async def _submitter(self, body) -> Identity:
         """Who submits ``body``: the caller; or, for the hub's spawner (the service's own token), the user

@@ -22,9 +22,8 @@ class Views:
         self.engine, self.store, self.owners = controller.engine, controller.store, controller.owners
 
     def views(self, rows) -> list[dict]:
-        """``view`` of many rows, with the queue's positions worked out once."""
-        positions = self.engine.positions()
-        return [self.view(r, positions=positions) for r in rows]
+        """``view`` of many rows (the queue's positions are worked out once, by the engine, if one waits)."""
+        return [self.view(r) for r in rows]
 
     async def views_async(self, rows, chunk: int = 50) -> list[dict]:
         """``views``, ``chunk`` rows per turn of the event loop: a page of 500 rows made at once held
@@ -36,11 +35,17 @@ class Views:
             out += self.views(rows[start:start + chunk])
         return out
 
-    def view(self, row: WorkloadRow, *, events: bool = False, positions: dict | None = None) -> dict:
+    def view(self, row: WorkloadRow, *, events: bool = False, positions=None) -> dict:
+        """What people and clients read of a workload. ``positions``: the queue's places (``engine.positions()``,
+        or a function that gives them), asked for only when one of its pods waits: with 5,000 queued they cost
+        milliseconds to work out after each change of the queue, and most views are of work that runs."""
         c = self.c
-        positions = self.engine.positions() if positions is None else positions
         owner = self.owners.get(row.id)
         live = {p.name: p for p in (owner.pods if owner else [])}
+        if any(p.phase is Phase.PENDING for p in live.values()):
+            positions = self.engine.positions() if positions is None else positions() if callable(positions) else positions
+        else:
+            positions = {}
         observed = c.observed
         pods = []
         for prow in row.pods:
@@ -110,15 +115,13 @@ class Views:
         listeners = self.c.listeners
         if not listeners:
             return
-        positions = None
         for wid in workload_ids:
             if wid is None:
                 continue
             row = self.store.workload(wid)
             if row is None:
                 continue
-            positions = self.engine.positions() if positions is None else positions
-            message = {"type": "workload", "workload": self.view(row, positions=positions)}
+            message = {"type": "workload", "workload": self.view(row)}
             for queue in list(listeners):
                 queue.put_nowait(message)
 
