@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 
 import pytest
 import pytest_asyncio
@@ -78,37 +77,6 @@ async def test_an_unknown_user_is_none_and_cached_as_such(hub_api):
     assert await hub.user("nobody") is None
     assert await hub.user("nobody") is None
     assert asked == ["nobody"]
-
-
-def aged(hub: HubClient, name: str, seconds: float) -> None:
-    """Make the cached model of ``name`` ``seconds`` older (the clock is the event loop's too: not patched)."""
-    when, model = hub._users[name]
-    hub._users[name] = (when - seconds, model)
-
-
-@pytest.mark.asyncio
-async def test_a_stale_model_is_answered_at_once_while_the_hub_is_asked_again(hub_api):
-    """Issue 24: a user submitting while their cached model expires does not wait for the hub; the
-    hub is asked once, in the background, for the next callers. Twice as old, the caller waits."""
-    url, asked, gate = hub_api
-    gate.set()
-    hub = HubClient(url, "secret", cache_seconds=60)
-    first = await hub.user("ann")
-    gate.clear()  # the hub holds every answer from now on
-    aged(hub, "ann", 90)  # older than cache_seconds, younger than twice that
-    # answered without the hub (which holds its answer until the gate opens)
-    assert await asyncio.wait_for(hub.user("ann"), 30) == first
-    await until(lambda: asked == ["ann", "ann"], "the hub to be asked again in the background")
-    assert await asyncio.wait_for(hub.user("ann"), 30) == first and asked == ["ann", "ann"]  # shared
-    gate.set()
-    await until(lambda: time.monotonic() - hub._users["ann"][0] < 60, "the fresh model to be cached")
-    aged(hub, "ann", 130)  # more than twice cache_seconds: the caller waits for the hub
-    gate.clear()
-    waiting = asyncio.ensure_future(hub.user("ann"))
-    await until(lambda: len(asked) == 3, "the hub to be asked with the caller waiting")
-    assert not waiting.done()
-    gate.set()
-    assert await waiting == first
 
 
 class _Hub(web.RequestHandler):

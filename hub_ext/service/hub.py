@@ -119,30 +119,18 @@ class HubClient:
     async def user(self, name: str, *, fresh: bool = False) -> dict | None:
         """The hub's model of ``name`` (None: unknown, or the hub did not answer), at most
         ``cache_seconds`` old (``fresh``: asked now). Callers that miss the cache together share one
-        request: a burst of one user's submits asks the hub once, not once per connection.
-
-        A model older than that but younger than twice that is answered at once while the hub is asked
-        again for the next callers: a user busy submitting never waits for the hub (in the cluster
-        benchmark, the submits that waited for it every few seconds were its slowest hundredth). A
-        change of a user's groups is seen within ``2 * cache_seconds`` at most."""
+        request: a burst of one user's submits asks the hub once, not once per connection."""
         cached = self._users.get(name)
-        age = time.monotonic() - cached[0] if cached is not None else None
-        if not fresh and age is not None and age <= self.cache_seconds:
+        if not fresh and cached is not None and time.monotonic() - cached[0] <= self.cache_seconds:
             return cached[1]
-        if not fresh and age is not None and age <= 2 * self.cache_seconds:
-            self._ask_shared(name)
-            return cached[1]
-        # shielded: one caller's cancellation leaves the others their answer
-        return await asyncio.shield(asyncio.ensure_future(self._ask_user(name)) if fresh else self._ask_shared(name))
-
-    def _ask_shared(self, name: str) -> asyncio.Future:
-        """The request for ``name`` in flight, or a new one that later callers share."""
-        pending = self._asking.get(name)
+        pending = None if fresh else self._asking.get(name)
         if pending is None:
-            pending = self._asking[name] = asyncio.ensure_future(self._ask_user(name))
-            pending.add_done_callback(lambda done, name=name: self._asking.pop(name, None)
-                                      if self._asking.get(name) is done else None)
-        return pending
+            pending = asyncio.ensure_future(self._ask_user(name))
+            if not fresh:
+                self._asking[name] = pending
+                pending.add_done_callback(lambda done, name=name: self._asking.pop(name, None)
+                                          if self._asking.get(name) is done else None)
+        return await asyncio.shield(pending)  # one caller's cancellation leaves the others their answer
 
     async def _ask_user(self, name: str) -> dict | None:
         now = time.monotonic()
