@@ -78,6 +78,11 @@ def token_of(user: str) -> str:
 
 # -- the hub's API ----------------------------------------------------------------------------
 class _HubHandler(web.RequestHandler):
+    asked: list[str] = []  # the paths asked, in order (the hub's thread appends; a test clears it)
+
+    def prepare(self):
+        _HubHandler.asked.append(self.request.path)
+
     def model(self, name: str) -> dict:
         return {"kind": "user", "name": name, "admin": False, "groups": [USERS[name]], "servers": {}}
 
@@ -459,3 +464,18 @@ async def test_a_refusal_sent_before_the_body_is_read_says_the_connection_closes
             assert await asyncio.wait_for(reader.read(), 30) == b""  # and closed, as it said
         finally:
             writer.close()
+
+
+@pytest.mark.asyncio
+async def test_a_users_teams_come_from_the_hubs_answer_about_their_token(tmp_path, monkeypatch):
+    """Issue 24: the hub's answer about a token names its owner's groups (JupyterHub's identify model): a
+    user's first request asks the hub once, not once more for the user (ten users at once waited for
+    twenty hub requests)."""
+    async with running_service(tmp_path, monkeypatch, 0) as svc:
+        _HubHandler.asked.clear()
+        r = await AsyncHTTPClient().fetch(svc.url + "api/v1/me", raise_error=False,
+                                          headers={"Authorization": f"token {token_of('bob')}"})
+        me = json.loads(r.body)
+        assert r.code == 200 and "team-b" in json.dumps(me["tenants"]), (r.code, me)
+        asked = list(_HubHandler.asked)
+        assert "/hub/api/user" in asked and "/hub/api/users/bob" not in asked, asked
