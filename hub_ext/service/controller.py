@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 from ..planning.history import record_nodes
 from ..quota.tree import ElasticQuotaTree
@@ -202,7 +203,7 @@ class Controller:
     def views(self, rows) -> list[dict]:
         return self.viewer.views(rows)
 
-    def view(self, row: WorkloadRow, *, events: bool = False, positions=None) -> dict:
+    def view(self, row: WorkloadRow, *, events: bool = False, positions: Callable[[], dict] | None = None) -> dict:
         return self.viewer.view(row, events=events, positions=positions)
 
     def notices(self, user: str, hours: float = 24) -> list[dict]:

@@ -8,6 +8,7 @@ run yet, the countdown of an evicted notebook, and what blocks admissions.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from ..quota.quantity import format_list
 from ..scheduler.model import Phase
@@ -35,17 +36,15 @@ class Views:
             out += self.views(rows[start:start + chunk])
         return out
 
-    def view(self, row: WorkloadRow, *, events: bool = False, positions=None) -> dict:
-        """What people and clients read of a workload. ``positions``: the queue's places (``engine.positions()``,
-        or a function that gives them), asked for only when one of its pods waits: with 5,000 queued they cost
+    def view(self, row: WorkloadRow, *, events: bool = False, positions: Callable[[], dict] | None = None) -> dict:
+        """What people and clients read of a workload. ``positions``: what gives the queue's places
+        (``engine.positions`` unless told), asked only when one of its pods waits: with 5,000 queued they cost
         milliseconds to work out after each change of the queue, and most views are of work that runs."""
         c = self.c
         owner = self.owners.get(row.id)
         live = {p.name: p for p in (owner.pods if owner else [])}
-        if any(p.phase is Phase.PENDING for p in live.values()):
-            positions = self.engine.positions() if positions is None else positions() if callable(positions) else positions
-        else:
-            positions = {}
+        queued = any(p.phase is Phase.PENDING for p in live.values())
+        positions = (positions or self.engine.positions)() if queued else {}
         observed = c.observed
         pods = []
         for prow in row.pods:
