@@ -1,5 +1,10 @@
 """Submitting through the service's REST API as its users do (``POST .../api/v1/workloads`` with a
-user's hub token), each request timed."""
+user's hub token), each request timed.
+
+The requests go over kept-alive connections, as they reach the service through the hub's proxy
+(configurable-http-proxy keeps its connections to a service open): a new TCP connection per
+request (tornado's ``simple_httpclient`` opens one each time) cost the service about 0.2 ms of
+CPU a request more, 4-5 % of its CPU a pod in the cluster benchmark (issue 24)."""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import asyncio
 import json
 import time
 
-from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+import aiohttp
 
 from .hubproc import API
 from .kube import BenchError
@@ -28,7 +33,6 @@ async def submit_all(base_url: str, jobs: list[tuple[str, str, dict]], *, per_us
 
     Returns {"latencies": [s, ...], "ids": [...], "states": [the state each answer gave, ...], "started":
     monotonic time of the first request, "moments": {workload id: {"submitted", "answered": wall-clock}}}."""
-    client = AsyncHTTPClient(force_instance=True, max_clients=1000)
     by_token: dict[str, list] = {}
     for job in jobs:
         by_token.setdefault(job[0], []).append(job)
@@ -37,29 +41,28 @@ async def submit_all(base_url: str, jobs: list[tuple[str, str, dict]], *, per_us
     states: list[str] = []
     moments: dict[str, dict[str, float]] = {}  # workload id -> its submit's wall-clock moments (stages.py)
 
-    async def worker(queue: list) -> None:
+    async def worker(session: aiohttp.ClientSession, queue: list) -> None:
         while queue:
             token, namespace, body = queue.pop(0)
-            req = HTTPRequest(f"{base_url}{API}/workloads", method="POST", body=json.dumps({**body, "namespace": namespace}),
-                              headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
-                              request_timeout=120)
+            headers = {"Authorization": f"token {token}", "Content-Type": "application/json"}
             t, sent = time.perf_counter(), time.time()
-            try:
-                resp = await client.fetch(req)
-            except HTTPClientError as err:
-                detail = err.response.body.decode(errors="replace") if err.response is not None else ""
-                raise BenchError(f"a submit was refused ({err.code}): {detail}") from None
+            async with session.post(f"{base_url}{API}/workloads", data=json.dumps({**body, "namespace": namespace}),
+                                    headers=headers) as resp:
+                text = await resp.text(errors="replace")
+            if resp.status >= 400:
+                raise BenchError(f"a submit was refused ({resp.status}): {text}")
             latencies.append(time.perf_counter() - t)
-            answer = json.loads(resp.body)
+            answer = json.loads(text)
             ids.append(answer["id"])
             states.append(answer.get("state"))
             moments[answer["id"]] = {"submitted": sent, "answered": time.time()}
 
-    started = time.monotonic()
-    try:
-        await asyncio.gather(*(worker(queue) for queue in by_token.values() for _ in range(per_user)))
-    finally:
-        client.close()
+    workers = [queue for queue in by_token.values() for _ in range(per_user)]
+    # one connection per worker, kept open between its requests (limit=0: no pool-wide cap)
+    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0)
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as session:
+        started = time.monotonic()
+        await asyncio.gather(*(worker(session, queue) for queue in workers))
     return {"latencies": latencies, "ids": ids, "states": states, "started": started, "moments": moments}
 
 
