@@ -103,8 +103,8 @@ class CpuMeter:
             totals[role] = totals.get(role, 0.0) + seconds - (before[1] if before else 0.0)
         if totals:
             totals["all"] = sum(totals.values())
-        # to /proc's own resolution (10 ms): rounded to 0.1 s, a small run's watcher (0.02-0.05 s for 50
-        # pods) read as nothing at all
+        # to /proc's own resolution (10 ms): rounded to 0.1 s, a small run's watcher (under 0.05 s for 50
+        # pods on a fast machine) read as nothing at all
         return {role: round(seconds, 2) for role, seconds in totals.items()}
 
 
