@@ -523,6 +523,16 @@ REACH = """sel => {
 }"""
 
 
+ROW_BOXES = """() => {
+  const row = document.querySelector("#quota tr[data-node='root.a.2'][data-resource=cpu]");
+  const cells = row ? [0, 1, 8].map(i => row.querySelectorAll('td')[i]) : [];
+  if (!row || cells.some(c => !c)) return null;
+  const box = document.querySelector('#quota').parentElement.getBoundingClientRect();
+  return {edge: {x: box.left, width: box.width},
+          cells: cells.map(c => { const r = c.getBoundingClientRect(); return {x: r.left, width: r.width}; })};
+}"""
+
+
 def test_at_420_px_every_column_of_the_dashboards_stays_reachable(hub, story, browser):
     page = logged_in(browser, hub, "admin", width=420, height=900)
     for path, tables in (("quota", ("#quota", "#evictions")), ("", ("#teams",)), ("jobs", ("#jobs",)), ("nodes", ())):
@@ -533,14 +543,13 @@ def test_at_420_px_every_column_of_the_dashboards_stays_reachable(hub, story, br
         if path == "quota":  # scrolled to its last column, each row still says whose and which node it is
             box = page.locator("#quota").locator("xpath=..")
             box.evaluate("b => { b.scrollLeft = b.scrollWidth; }")
-            row = page.locator("#quota tr[data-node='root.a.2'][data-resource=cpu]")
-            edge = box.bounding_box()
-            for i in (0, 1, 8):  # team, quota node, use
-                cell = row.locator("td").nth(i).bounding_box()
+            # The live page redraws its rows (a box read then is None): the table's box and the row's cells
+            # are read in one go, inside the page, until the row is there.
+            got = wait_for(lambda: page.evaluate(ROW_BOXES), "the quota row's cells drawn")
+            edge, cells = got["edge"], got["cells"]
+            for i, cell in zip((0, 1, 8), cells):  # team, quota node, use
                 assert edge["x"] - 1 <= cell["x"] and cell["x"] + cell["width"] <= edge["x"] + edge["width"] + 1, (i, cell, edge)
-            # the live page may redraw the row between two reads (a box is then None): read both again
-            team, node = wait_for(lambda: (lambda boxes: boxes if None not in boxes else None)(
-                tuple(row.locator("td").nth(i).bounding_box() for i in (0, 1))), "the row's first two cells drawn")
+            team, node = cells[0], cells[1]
             assert abs(team["x"] + team["width"] - node["x"]) <= 1, (team, node)  # nothing shows between them
             box.screenshot(path=str(SHOTS / "pages-quota-420-scrolled.png"))  # the table's box, scrolled
             box.evaluate("b => { b.scrollLeft = 0; }")
