@@ -2,9 +2,10 @@
 user's hub token), each request timed.
 
 The requests go over kept-alive connections, as they reach the service through the hub's proxy
-(configurable-http-proxy keeps its connections to a service open): a new TCP connection per
-request (tornado's ``simple_httpclient`` opens one each time) cost the service about 0.2 ms of
-CPU a request more, 4-5 % of its CPU a pod in the cluster benchmark (issue 24)."""
+(configurable-http-proxy keeps its connections to a service open). A new TCP connection per
+request (tornado's ``simple_httpclient`` opens one each time) cost a tornado server with a trivial
+handler about 0.2 ms of CPU a request more, measured alone; in the cluster benchmark the
+difference was within the spread between rounds (issue 24)."""
 
 from __future__ import annotations
 
