@@ -88,6 +88,18 @@ def test_cluster_bench_small(control_plane, tmp_path):
     # the backlog user's submits behind the queue: its team's ResourceQuota is full, so each is answered Pending
     assert backlog["waiting_submits"] == backlog["waiting_submits_pending"] == 10
     assert backlog["queued_waiting_submit_p99_ms"] >= backlog["queued_waiting_submit_p50_ms"] > 0
+    # the README's tables from this output (tools/bench/cluster_report.py): the medians and each round's ratio
+    saved = tmp_path / "run.json"
+    saved.write_text(out.stdout)
+    report = subprocess.run([sys.executable, str(REPO / "tools" / "bench" / "cluster_report.py"), str(saved),
+                             "--timeline", "2", "--bucket", "2"], capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    text = report.stdout.splitlines()
+    each = ", ".join(f"{r['ratio']:g}" for r in row["rounds"])
+    assert f"**{row['ratio']:.2f}×** ({each}) | {row['watched_ratio']:.2f}×" in "\n".join(text)
+    assert f"| ten users at once (10) | {backlog['queued_submit_p50_ms']:g} / " in "\n".join(text)
+    steps = [line.split(" | ") for line in text[text.index("round 2, every 2 s:") + 4:]]
+    assert sum(int(cells[1]) for cells in steps if cells[1].strip()) == pods  # every Job of plain's side
     # everything the run made on the cluster is gone again
     from kubernetes import client
 
