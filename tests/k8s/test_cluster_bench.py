@@ -96,8 +96,8 @@ def test_cluster_bench_small(control_plane, tmp_path):
     assert report.returncode == 0, report.stderr
     text = report.stdout.splitlines()
     each = ", ".join(f"{r['ratio']:g}" for r in row["rounds"])
-    assert f"**{row['ratio']:.2f}×** ({each}) | {row['watched_ratio']:.2f}×" in "\n".join(text)
-    assert f"| ten users at once (10) | {backlog['queued_submit_p50_ms']:g} / " in "\n".join(text)
+    assert f"**{row['ratio']:.2f}×** ({each}) | {row['watched_ratio']:.2f}×" in report.stdout
+    assert f"| ten users at once (10) | {backlog['queued_submit_p50_ms']:g} / " in report.stdout
     steps = [line.split(" | ") for line in text[text.index("round 2, every 2 s:") + 4:]]
     assert sum(int(cells[1]) for cells in steps if cells[1].strip()) == pods  # every Job of plain's side
     # everything the run made on the cluster is gone again

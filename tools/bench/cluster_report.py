@@ -19,7 +19,8 @@ import json
 import statistics
 import sys
 
-CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+from hub_ext.bench.cpu import CONTROL_PLANE  # the roles the benchmark's CPU meter names its control plane by
+
 #: the timeline's columns: a stage each side reaches, shortened
 TIMELINE = (("Job created", "Jobs"), ("pod created", "pods"), ("Running", "Running"))
 
