@@ -80,3 +80,15 @@ def test_a_file_that_is_not_a_runs_output_gets_one_line_naming_it(tmp_path):
     assert out.returncode == 2 and "--timeline 4: the run has rounds 1 to 3" in out.stderr
     out = _report(_run(tmp_path), "--bucket", "0")
     assert out.returncode == 2 and "--bucket 0" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_stage_no_round_recorded_is_a_dash_not_a_figure(tmp_path):
+    path = _run(tmp_path)
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for r in rows[1]["rounds"]:  # the service's "admitted" moment missing for every pod of every round
+        r["service"]["stages"]["admitted"] = {"from": "submitted", "pods": 0}
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    out = _report(path)
+    assert out.returncode == 0, out.stderr
+    assert "| admitted | | – |" in out.stdout.splitlines() and "| Job created | 500 | 500 |" in out.stdout
+

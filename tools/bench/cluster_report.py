@@ -97,22 +97,26 @@ def cpu_rows(row: dict) -> list[str]:
     return out
 
 
-def stage_medians(row: dict, side: str) -> dict[str, float]:
-    """Each stage's median over the rounds of its p50 (ms), in the chain's order."""
+def stage_medians(row: dict, side: str) -> dict[str, float | None]:
+    """Each stage's median over the rounds of its p50 (ms), in the chain's order; None where no
+    round recorded it (the benchmark's "not recorded")."""
     names: list[str] = []
     for r in row["rounds"]:
         names += [n for n in r[side].get("stages", {}) if n not in names]
-    return {n: statistics.median([r[side]["stages"][n]["p50_ms"] for r in row["rounds"]
-                                  if r[side].get("stages", {}).get(n, {}).get("pods")] or [0.0])
-            for n in names}
+    recorded = {n: [r[side]["stages"][n]["p50_ms"] for r in row["rounds"]
+                    if r[side].get("stages", {}).get(n, {}).get("pods")] for n in names}
+    return {n: statistics.median(p50s) if p50s else None for n, p50s in recorded.items()}
 
 
 def stage_rows(row: dict) -> list[str]:
     plain, service = stage_medians(row, "plain"), stage_medians(row, "service")
+
+    def cell(medians: dict, name: str) -> str:  # blank: the side has no such moment; a dash: not recorded
+        return " " if name not in medians else " – " if medians[name] is None else f" {medians[name]:,.0f} "
+
     out = ["| stage (the wait from the one before, ms) | plain | the service |", "|---|---|---|"]
     for name in list(service) + [n for n in plain if n not in service]:
-        out.append(f"| {name} | {plain[name]:,.0f} | {service[name]:,.0f} |" if name in plain
-                   else f"| {name} | | {service[name]:,.0f} |")
+        out.append(f"| {name} |{cell(plain, name)}|{cell(service, name)}|")
     return out
 
 
