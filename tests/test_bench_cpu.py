@@ -1,4 +1,4 @@
-"""The cluster benchmark's CPU meter: seconds of CPU per process role, read from /proc."""
+"""The cluster benchmark's CPU meters: seconds of CPU per process role, and one process's by thread, read from /proc."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hub_ext.bench.cpu import CpuMeter
+from hub_ext.bench.cpu import CpuMeter, ThreadMeter
+from hub_ext.threadnames import name_this_thread, short
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="the meter reads Linux's /proc")
 
@@ -44,3 +45,47 @@ def test_a_process_gone_before_the_end_is_left_out():
     meter = CpuMeter({"short": proc.pid}).start()
     proc.wait()
     assert "short" not in meter.stop()
+
+
+# names one thread as the service names its own, spins it half a CPU second once told, says so, waits
+NAMED = ("import sys, threading, time\nfrom hub_ext.threadnames import name_this_thread\n"
+         "def spin():\n    name_this_thread('tenancy-k8s_3')\n    sys.stdin.readline()\n    t = time.thread_time()\n"
+         "    while time.thread_time() - t < 0.5:\n        pass\n    print('done', flush=True)\n"
+         "worker = threading.Thread(target=spin)\nworker.start()\nprint('ready', flush=True)\n"
+         "worker.join()\nsys.stdin.readline()\n")
+
+
+def test_thread_meter_counts_each_named_thread_over_the_run():
+    pytest.importorskip("setproctitle", reason="threads name themselves with setproctitle (the test extras)")
+    proc = subprocess.Popen([sys.executable, "-c", NAMED], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parents[1])
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        meter = ThreadMeter(proc.pid).start()
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "done"
+        used = meter.stop()
+    finally:
+        proc.kill()
+        proc.wait()
+    # the pool's numbered worker under its group's name, without our prefix; the main thread idle
+    assert 0.45 <= used["k8s"] < 1.5, used
+    assert used.get("main", 0.0) < 0.2, used
+    assert list(used)[0] == "k8s"  # most first
+
+
+def test_a_thread_name_fits_the_kernel_and_the_main_thread_keeps_the_process_name():
+    assert short("tenancy-watch-our pods") == "watch-our pods"
+    assert short("tenancy-watch-persistentvolumeclaims") == "watch-persisten"  # 15 bytes, the kernel's most
+    assert short("other-thread") == "other-thread"
+    before = Path("/proc/self/comm").read_text()
+    name_this_thread("tenancy-not-the-process")  # called on the main thread: a no-op
+    assert Path("/proc/self/comm").read_text() == before
+
+
+def test_thread_meter_of_a_process_gone_is_empty():
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    meter = ThreadMeter(proc.pid).start()
+    proc.wait()
+    assert meter.stop() == {}

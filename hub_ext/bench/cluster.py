@@ -9,7 +9,8 @@ first submit to ``N`` Running, and each submit's latency. Then, with the last si
 ``--queued`` jobs wait in a team whose ResourceQuota is full, and more submits are timed behind
 them. The settings that bound the figures (the controller-manager's and scheduler's client QPS,
 the service's) are printed with them, and so is where each side's CPU went (``cpu_seconds``: the
-control plane's processes, the service, the hub and the client, read from ``/proc``): on one
+control plane's processes, the service, the hub and the client, read from ``/proc``; the service's
+also by thread, ``threads_cpu_seconds``, by the names its threads give themselves): on one
 machine a side is as fast as the CPU the control plane is left with. With ``--watched`` each round
 also runs the plain side while a process holds the service's watches and does nothing else
 (``watcher.py``): the cost of following the cluster alone, a floor under the service side's.
@@ -29,7 +30,7 @@ import time
 from pathlib import Path
 
 from . import apiserver, stages
-from .cpu import CoreSampler, CpuMeter, affinity
+from .cpu import CoreSampler, CpuMeter, ThreadMeter, affinity
 from .hubproc import API, HubAndService, request
 from .kube import BenchError, Cluster, RunningCounter, component_qps
 from .plain import run_plain
@@ -93,6 +94,8 @@ def summary(size: int, rounds: list[dict]) -> dict:
         roles = {role for r in rounds for role in r[side].get("cpu_seconds", {})}
         return {role: median([r[side]["cpu_seconds"].get(role, 0.0) for r in rounds]) for role in sorted(roles)}
 
+    names = {name for s in services for name in s.get("threads_cpu_seconds", {})}
+    threads = {name: median([s.get("threads_cpu_seconds", {}).get(name, 0.0) for s in services]) for name in names}
     watched = {}
     if all("watched" in r for r in rounds):
         watched = {"watched_pods_per_s": median([r["watched"]["pods_per_s"] for r in rounds]),
@@ -105,6 +108,7 @@ def summary(size: int, rounds: list[dict]) -> dict:
             "submit_p50_ms": median([s["submit_p50_ms"] for s in services]),
             "submit_p99_ms": median([s["submit_p99_ms"] for s in services]),
             "plain_cpu_seconds": cpu("plain"), "service_cpu_seconds": cpu("service"),
+            "service_threads_cpu_seconds": dict(sorted(threads.items(), key=lambda kv: -kv[1])),
             **watched, "plain": rounds[0]["plain"], "service": rounds[0]["service"], "rounds": rounds}
 
 
@@ -191,6 +195,7 @@ def _throughput(procs: HubAndService, cluster: Cluster, teams: dict, size: int, 
     try:
         roles = {"tenancy service": procs.service_pid, "jupyterhub": procs.hub_pid}
         meter = CpuMeter(roles, cluster.kubeconfig).start()
+        threads = ThreadMeter(procs.service_pid).start()
         asked = apiserver.scrape(cluster.api)
         cores = CoreSampler().start()
         if profile is not None:
@@ -201,6 +206,7 @@ def _throughput(procs: HubAndService, cluster: Cluster, teams: dict, size: int, 
         last = counter.wait(size, args.timeout)
         took = last - submitted["started"]
         used = meter.stop()
+        by_thread = threads.stop()
         samples = cores.stop()
         asked = apiserver.difference(asked, apiserver.scrape(cluster.api))
         moments = _service_moments(procs, users, submitted["moments"], counter.seen())
@@ -211,7 +217,7 @@ def _throughput(procs: HubAndService, cluster: Cluster, teams: dict, size: int, 
                 "submit_seconds": round(submit_s, 2), **latency_figures(submitted["latencies"]),
                 "pods_made_seconds": round(counter.last_created - submitted["started"], 2),
                 "running": len(counter.running), "pods_seen": len(counter.created), "jobs_created": made,
-                "workloads": len(set(submitted["ids"])), "cpu_seconds": used,
+                "workloads": len(set(submitted["ids"])), "cpu_seconds": used, "threads_cpu_seconds": by_thread,
                 "affinity": affinity(roles, cluster.kubeconfig), "api_server": asked,
                 **stages.figures(moments, stages.SERVICE, wall, samples)}
     finally:
@@ -342,4 +348,10 @@ def _cpu_line(row: dict) -> str:
         return ""  # no /proc here
     return (f"  CPU s (medians): plain {plain['all']}, service side {service['all']} (the service "
             f"{service.get('tenancy service', 0)}, the hub {service.get('jupyterhub', 0)}; kube-apiserver "
-            f"{plain.get('kube-apiserver', 0)} and {service.get('kube-apiserver', 0)})")
+            f"{plain.get('kube-apiserver', 0)} and {service.get('kube-apiserver', 0)}){_threads_text(row)}")
+
+
+def _threads_text(row: dict) -> str:
+    """"; the service's threads: main 9.1, watch-our pods 1.2, ..." (medians), or "" where not read."""
+    threads = row.get("service_threads_cpu_seconds") or {}
+    return "; the service's threads: " + ", ".join(f"{n} {v}" for n, v in threads.items() if v) if threads else ""

@@ -10,6 +10,7 @@ service, the hub, this process: the client). Elsewhere (no ``/proc``) it reports
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 #: roles of the control plane's processes, by the name of their executable
@@ -25,14 +26,39 @@ def _ticks_per_second() -> int:
         return 100
 
 
-def process_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU of one process (its threads; not its children), or None when it is gone."""
+def _stat_seconds(stat: Path) -> float | None:
+    """User + system CPU from a ``stat`` file of proc(5) (a process's or a thread's), None when it is gone."""
     try:
-        fields = (_PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+        fields = stat.read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
     # utime and stime: fields 14 and 15 of proc(5), counted here from field 3 (after the ")")
     return (int(fields[11]) + int(fields[12])) / _ticks_per_second()
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU of one process (its threads; not its children), or None when it is gone."""
+    return _stat_seconds(_PROC / str(pid) / "stat")
+
+
+def thread_cpu_seconds(pid: int) -> dict[int, tuple[str, float]]:
+    """One process's CPU by thread: ``{tid: (name, seconds)}``, the name ``main`` for its first thread,
+    else the one the thread gave itself (``hub_ext.threadnames``; unnamed, the process's). {} when
+    the process is gone or there is no /proc."""
+    out: dict[int, tuple[str, float]] = {}
+    try:
+        tasks = list((_PROC / str(pid) / "task").iterdir())
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            name = "main" if task.name == str(pid) else (task / "comm").read_text().strip()
+        except OSError:
+            continue  # ended meanwhile
+        seconds = _stat_seconds(task / "stat")
+        if seconds is not None:
+            out[int(task.name)] = (name, seconds)
+    return out
 
 
 def _control_plane(kubeconfig: str | None = None) -> dict[int, str]:
@@ -106,6 +132,30 @@ class CpuMeter:
         # to /proc's own resolution (10 ms): rounded to 0.1 s, a small run's watcher (under 0.05 s for 50
         # pods on a fast machine) read as nothing at all
         return {role: round(seconds, 2) for role, seconds in totals.items()}
+
+
+class ThreadMeter:
+    """``start()``, the run, ``stop()``: ``{thread name: CPU seconds}`` of one process over the run,
+    a pool's numbered workers (``k8s_0``, ``k8s_1``...) together (``k8s``), most first, every thread
+    alive at the end (an idle one at 0, to /proc's 10 ms). A thread
+    started during the run counts from nothing; one that ended before its end is left out (its
+    last reading is lost with it). {} when the process is gone."""
+
+    def __init__(self, pid: int | None):
+        self.pid = pid
+        self._start: dict[int, tuple[str, float]] = {}
+
+    def start(self) -> "ThreadMeter":
+        self._start = thread_cpu_seconds(self.pid) if self.pid else {}
+        return self
+
+    def stop(self) -> dict[str, float]:
+        used: dict[str, float] = {}
+        for tid, (name, seconds) in (thread_cpu_seconds(self.pid) if self.pid else {}).items():
+            before = self._start.get(tid)
+            group = re.sub(r"_\d+$", "", name)
+            used[group] = used.get(group, 0.0) + seconds - (before[1] if before else 0.0)
+        return {name: round(seconds, 2) for name, seconds in sorted(used.items(), key=lambda kv: -kv[1])}
 
 
 def _core_ticks() -> dict[str, tuple[int, int]]:

@@ -51,6 +51,11 @@ def test_cluster_bench_small(control_plane, tmp_path):
             assert side["cpu_seconds"]["kube-apiserver"] > 0 and side["cpu_seconds"]["all"] > 0
         assert service["cpu_seconds"]["tenancy service"] > 0 and "jupyterhub" in service["cpu_seconds"]
         assert "tenancy service" not in plain["cpu_seconds"]
+        # the service's CPU by thread, under the names its threads give themselves: its event loop does
+        # the most, and the watches of our pods and Jobs, named, are among the others
+        threads = service["threads_cpu_seconds"]
+        assert list(threads)[0] == "main" and threads["main"] <= service["cpu_seconds"]["tenancy service"] + 0.05
+        assert {"watch-our pods", "watch-our jobs", "k8s"} <= set(threads), threads
         # the plain side once more, with the service's watches held by a process of their own: every
         # pod and Job of the run came to it (added, then changed), and its CPU counts on that side
         watched = one["watched"]
@@ -79,6 +84,8 @@ def test_cluster_bench_small(control_plane, tmp_path):
     assert row["ratio"] > 0 and row["submit_p99_ms"] >= row["submit_p50_ms"] > 0
     assert row["service_cpu_seconds"]["tenancy service"] == round(
         sum(r["service"]["cpu_seconds"]["tenancy service"] for r in row["rounds"]) / 2, 2)  # the median of two
+    assert row["service_threads_cpu_seconds"]["main"] == round(
+        sum(r["service"]["threads_cpu_seconds"]["main"] for r in row["rounds"]) / 2, 2)
     assert {"watched_pods_per_s", "watched_ratio", "watched_cpu_seconds"} <= set(row)
     assert row["watched_ratio"] == round(sum(r["watched_ratio"] for r in row["rounds"]) / 2, 2)
     assert row["watched_cpu_seconds"]["watcher"] > 0

@@ -48,6 +48,7 @@ from traitlets import Bool, Dict, Float, Int, List, Unicode
 from traitlets.config import LoggingConfigurable
 
 from .. import Backend
+from ...threadnames import name_this_thread
 from .api import Api, RateLimiter, cluster_client
 from .calls import Calls
 from .checks import Checks
@@ -332,7 +333,7 @@ class KubernetesBackend(LoggingConfigurable, Backend):
         client = api_client if api_client is not None else self._default_client()
         self.api = Api(client, self.request_timeout, RateLimiter(self.api_qps, self.api_burst))
         self._executor = ThreadPoolExecutor(max_workers=max(4, self.create_concurrency + 4),
-                                            thread_name_prefix="tenancy-k8s")
+                                            thread_name_prefix="tenancy-k8s", initializer=name_this_thread)
         self.monitor = ApiMonitor(self.api, log=self.log, interval=self.health_check_seconds,
                                   timeout=self.health_timeout_seconds)
         # The rooms, each one duty (see the module's docstring); they read the configuration from here.

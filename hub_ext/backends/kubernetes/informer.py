@@ -22,6 +22,7 @@ import socket
 import threading
 import time
 
+from ...threadnames import name_this_thread
 from ...vocabulary import time_of_day
 from .api import NODE, Api, Kind, KubernetesError
 
@@ -196,6 +197,7 @@ class Informer:
                     self.loop.call_exception_handler({"message": message, "exception": err})
 
     def _run(self) -> None:
+        name_this_thread()
         delay = BACKOFF[0]
         version = None
         while not self._stop.is_set():
