@@ -33,6 +33,7 @@ def _run(tmp_path, pods=8) -> Path:
         plain = _side(PLAIN, pods, plain_s, {"kube-apiserver": 3.0, "etcd": 1.0, "client": 0.5, "all": 4.5})
         service = _side(SERVICE, pods, service_s, {"kube-apiserver": 3.5, "etcd": 1.5, "client": 0.25,
                                                    "tenancy service": service_cpu, "jupyterhub": 0.008, "all": 5.3})
+        service["threads_cpu_seconds"] = {"main": service_cpu * 0.75, "watch-our pods": service_cpu * 0.25, "k8s": 0.0}
         rounds.append({"plain": plain, "service": service, "ratio": round(service["pods_per_s"] / plain["pods_per_s"], 2)})
     settings = {"bench": "cluster-settings", "affinity": {"kube-apiserver": "0", "client": "1", "etcd": "0"}}
     backlog = {"bench": "cluster-backlog", "queued": 5000, "probes": 500, "queued_submit_p50_ms": 16.0,
@@ -57,6 +58,9 @@ def test_the_report_gives_the_medians_each_round_the_cpu_the_stages_and_a_rounds
     assert "| 8 | 2 (2, 2, 1.6) | 2 (1.6, 2, 2) | **1.00×** (0.8, 1, 1.25) | 20 / 90 ms | 3.8 ms (5, 2.5, 3.8) |" in lines
     # each round: control plane 4.0 / 5.0 CPU-s, all 4.5 / 5.3, the service's and the hub's ms a pod, the clients
     assert "| 1 | 4.0 / 5.0 | 0.80 | 4.5 / 5.3 | 0.85 | 5.0; 1.0 | 0.5 / 0.2 | 0.80 |" in lines
+    # the service's threads, ms a pod each round (8 pods); the pool that used nothing is left out
+    assert "| main | 3.75 | 1.88 | 2.81 |" in lines and "| watch-our pods | 1.25 | 0.62 | 0.94 |" in lines
+    assert not any(line.startswith("| k8s |") for line in lines)
     assert "| Job created | 500 | 500 |" in lines and "| admitted | | 500 |" in lines
     assert "| ten users at once (500) | 16 / 51 ms |" in lines
     # round 1 in 2-second steps: 8 pods, one every 0.25 s, each step's pods summed, the cores averaged

@@ -105,6 +105,7 @@ def test_cluster_bench_small(control_plane, tmp_path):
     each = ", ".join(f"{r['ratio']:g}" for r in row["rounds"])
     assert f"**{row['ratio']:.2f}×** ({each}) | {row['watched_ratio']:.2f}×" in report.stdout
     assert f"| ten users at once (10) | {backlog['queued_submit_p50_ms']:g} / " in report.stdout
+    assert any(line.startswith("| main | ") for line in text)  # the service's threads, a pod each round
     steps = [line.split(" | ") for line in text[text.index("round 2, every 2 s:") + 4:]]
     assert sum(int(cells[1]) for cells in steps if cells[1].strip()) == pods  # every Job of plain's side
     # everything the run made on the cluster is gone again

@@ -6,7 +6,8 @@ For each file, as Markdown: the figures row (pods/s of both sides, the ratio, su
 service's CPU per pod: medians, each round in brackets, and with ``--watched`` the watches-only
 side's ratio); a row per round of where the CPU went (the control plane's CPU-s plain / the
 service side, and their ratio: pinned, that ratio is what pods/s follows; all the CPU, for
-unpinned runs; the service's, the hub's and each client's); each stage's wait (the medians of
+unpinned runs; the service's, the hub's and each client's); the service's CPU by thread per pod
+(runs whose rounds have ``threads_cpu_seconds``); each stage's wait (the medians of
 the rounds' p50s, ms), both sides; the submit latencies with ``--queued`` jobs waiting; and
 with ``--timeline ROUND`` that round's timeline in ``--bucket``-second steps (pods reaching
 each stage, each core's mean load) for both sides.
@@ -97,6 +98,22 @@ def cpu_rows(row: dict) -> list[str]:
     return out
 
 
+def thread_rows(row: dict) -> list[str]:
+    """The service's CPU by thread, ms a pod, each round (a thread of no CPU in every round left out);
+    nothing for runs made before the benchmark read it."""
+    rounds = [r["service"] for r in row["rounds"]]
+    if not all("threads_cpu_seconds" in side for side in rounds):
+        return []
+    names = sorted({name for side in rounds for name, seconds in side["threads_cpu_seconds"].items() if seconds},
+                   key=lambda name: -max(side["threads_cpu_seconds"].get(name, 0.0) for side in rounds))
+    out = ["| the service's threads, ms of CPU a pod | " + " | ".join(f"round {n}" for n in range(1, len(rounds) + 1))
+           + " |", "|---" * (len(rounds) + 1) + "|"]
+    for name in names:
+        cells = (f"{1000 * side['threads_cpu_seconds'].get(name, 0.0) / side['pods']:.2f}" for side in rounds)
+        out.append(f"| {name} | " + " | ".join(cells) + " |")
+    return out
+
+
 def stage_medians(row: dict, side: str) -> dict[str, float | None]:
     """Each stage's median over the rounds of its p50 (ms), in the chain's order; None where no
     round recorded it (the benchmark's "not recorded")."""
@@ -177,7 +194,9 @@ def report(path: str, timeline: int | None, seconds: int) -> list[str]:
     out = [f"{path}: {row['pods']:,} pods, {count} round{'s' if count != 1 else ''}, {where}", "",
            f"| pods | plain, pods/s | the service, pods/s | service / plain (each round){watched} | "
            f"submit p50 / p99 | the service's CPU a pod |",
-           "|---" * (6 + bool(watched)) + "|", figures(row), "", *cpu_rows(row), "", *stage_rows(row)]
+           "|---" * (6 + bool(watched)) + "|", figures(row), "", *cpu_rows(row), ""]
+    threads = thread_rows(row)
+    out += [*threads, "", *stage_rows(row)] if threads else stage_rows(row)
     if "cluster-backlog" in rows:
         out += ["", *backlog_rows(rows["cluster-backlog"])]
     if timeline is not None:
