@@ -4,7 +4,9 @@ Both sides of the cluster benchmark share one machine with the control plane, so
 fast as the CPU the control plane gets. The meter reads ``/proc/<pid>/stat`` (Linux) at the
 start and at the end of a timed run and sums the difference per role: the control plane's own
 processes (named by their executables), and those the benchmark names by pid (the tenancy
-service, the hub, this process: the client). Elsewhere (no ``/proc``) it reports nothing.
+service, the hub, this process: the client). ``ThreadMeter`` reads one process's threads the same
+way, by the names they give themselves (``hub_ext.threadnames``). Elsewhere (no ``/proc``) they
+report nothing.
 """
 
 from __future__ import annotations
@@ -137,9 +139,9 @@ class CpuMeter:
 class ThreadMeter:
     """``start()``, the run, ``stop()``: ``{thread name: CPU seconds}`` of one process over the run,
     a pool's numbered workers (``k8s_0``, ``k8s_1``...) together (``k8s``), most first, every thread
-    alive at the end (an idle one at 0, to /proc's 10 ms). A thread
-    started during the run counts from nothing; one that ended before its end is left out (its
-    last reading is lost with it). {} when the process is gone."""
+    alive at the end (an idle one at 0, to /proc's 10 ms). A thread started during the run counts
+    from nothing; one that ended before its end is left out (its last reading is lost with it).
+    {} when the process is gone."""
 
     def __init__(self, pid: int | None):
         self.pid = pid
