@@ -47,12 +47,13 @@ def test_a_process_gone_before_the_end_is_left_out():
     assert "short" not in meter.stop()
 
 
-# names one thread as the service names its own, spins it half a CPU second once told, says so, waits
+# names one thread as the service names its own, spins it half a CPU second once told, says so, and
+# waits (alive, as the service's threads are, when the meter reads it: a thread gone is left out)
 NAMED = ("import sys, threading, time\nfrom hub_ext.threadnames import name_this_thread\n"
          "def spin():\n    name_this_thread('tenancy-k8s_3')\n    sys.stdin.readline()\n    t = time.thread_time()\n"
          "    while time.thread_time() - t < 0.5:\n        pass\n    print('done', flush=True)\n"
-         "worker = threading.Thread(target=spin)\nworker.start()\nprint('ready', flush=True)\n"
-         "worker.join()\nsys.stdin.readline()\n")
+         "    sys.stdin.readline()\n"
+         "worker = threading.Thread(target=spin)\nworker.start()\nprint('ready', flush=True)\nworker.join()\n")
 
 
 def test_thread_meter_counts_each_named_thread_over_the_run():
