@@ -56,8 +56,9 @@ def control_plane(side: dict) -> float:
     return sum(side["cpu_seconds"].get(name, 0.0) for name in CONTROL_PLANE)
 
 
-def per_pod_ms(side: dict, role: str) -> float:
-    return 1000 * side["cpu_seconds"].get(role, 0.0) / side["pods"]
+def per_pod_ms(side: dict, role: str, meter: str = "cpu_seconds") -> float:
+    """A role's CPU a pod (ms) in one side of a round; ``meter="threads_cpu_seconds"``: a thread's."""
+    return 1000 * side[meter].get(role, 0.0) / side["pods"]
 
 
 def _each(values) -> str:
@@ -109,7 +110,7 @@ def thread_rows(row: dict) -> list[str]:
     out = ["| the service's threads, ms of CPU a pod | " + " | ".join(f"round {n}" for n in range(1, len(rounds) + 1))
            + " |", "|---" * (len(rounds) + 1) + "|"]
     for name in names:
-        cells = (f"{1000 * side['threads_cpu_seconds'].get(name, 0.0) / side['pods']:.2f}" for side in rounds)
+        cells = (f"{per_pod_ms(side, name, 'threads_cpu_seconds'):.2f}" for side in rounds)
         out.append(f"| {name} | " + " | ".join(cells) + " |")
     return out
 
